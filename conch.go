@@ -1,0 +1,118 @@
+// Package conch holds the domain types and interfaces of the conch gateway.
+//
+// It imports only the standard library. Concrete implementations live in one
+// package per dependency (sqlite/, sandbox/docker/, llm/openai/, channel/matrix/,
+// …) and meet only in cmd/conch.
+package conch
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ChannelName names a channel adapter: "matrix", "email", "telegram", "web", "cli".
+type ChannelName string
+
+// Well-known channel names.
+const (
+	ChannelMatrix   ChannelName = "matrix"
+	ChannelEmail    ChannelName = "email"
+	ChannelTelegram ChannelName = "telegram"
+	ChannelWeb      ChannelName = "web"
+	ChannelCLI      ChannelName = "cli"
+)
+
+// ConversationKey routes a message to its conversation: the channel plus the
+// channel's own opaque id for it (a Matrix room id, an email thread owner, …).
+type ConversationKey struct {
+	Channel ChannelName
+	ID      string
+}
+
+// String renders the key as "channel:id".
+func (k ConversationKey) String() string { return string(k.Channel) + ":" + k.ID }
+
+// IsZero reports whether k is the zero key.
+func (k ConversationKey) IsZero() bool { return k.Channel == "" && k.ID == "" }
+
+// ParseConversationKey parses the form produced by ConversationKey.String.
+func ParseConversationKey(s string) (ConversationKey, error) {
+	ch, id, ok := strings.Cut(s, ":")
+	if !ok || ch == "" || id == "" {
+		return ConversationKey{}, fmt.Errorf("parse conversation key %q: want channel:id", s)
+	}
+	return ConversationKey{Channel: ChannelName(ch), ID: id}, nil
+}
+
+// UserID is a sender's identity within its channel ("@alice:example.org",
+// "alice@example.org", a Telegram user id, …).
+type UserID string
+
+// UserKey identifies a person across conch: per-user data such as facts is
+// keyed by it.
+type UserKey struct {
+	Channel ChannelName
+	ID      UserID
+}
+
+// String renders the key as "channel:id".
+func (u UserKey) String() string { return string(u.Channel) + ":" + string(u.ID) }
+
+// Inbound is one message from a person, as a channel adapter hands it to the gateway.
+type Inbound struct {
+	Key    ConversationKey
+	Sender UserID
+	// SenderName is a display name, if the channel has one.
+	SenderName string
+	Text       string
+	// ExternalID is the channel's id for the message (Matrix event id, email
+	// Message-ID, …). The store refuses a second message with the same
+	// (channel, ExternalID), so a redelivery is never handled twice. Empty
+	// means the channel has no stable id.
+	ExternalID string
+	// Thread carries what a reply needs to thread correctly (email subject
+	// and references). Opaque to the gateway.
+	Thread     Thread
+	ReceivedAt time.Time
+}
+
+// Thread is the threading context of a message.
+type Thread struct {
+	Subject    string
+	References []string
+}
+
+// OutboundKind tells a channel what an outgoing message is.
+type OutboundKind int
+
+const (
+	// OutboundReply is the final answer to a message.
+	OutboundReply OutboundKind = iota
+	// OutboundNotice is a short status line ("queued (position 2)", command results).
+	OutboundNotice
+	// OutboundProgress reports work in progress (tool activity, terminal output).
+	OutboundProgress
+)
+
+func (k OutboundKind) String() string {
+	switch k {
+	case OutboundReply:
+		return "reply"
+	case OutboundNotice:
+		return "notice"
+	case OutboundProgress:
+		return "progress"
+	}
+	return fmt.Sprintf("OutboundKind(%d)", int(k))
+}
+
+// Outbound is one message to a conversation. Text is Markdown.
+type Outbound struct {
+	Key  ConversationKey
+	Kind OutboundKind
+	Text string
+	// InReplyTo is the ExternalID of the inbound message being answered, if any.
+	InReplyTo string
+	Thread    Thread
+}

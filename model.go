@@ -1,0 +1,93 @@
+package conch
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Role is the author of a message in a model conversation.
+type Role string
+
+// Roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation's history as the model sees it.
+type Message struct {
+	Role Role
+	Text string
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall
+	// ToolResult is set on RoleTool messages.
+	ToolResult *ToolResult
+}
+
+// ToolCall is one tool invocation requested by the model.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments json.RawMessage
+}
+
+// ToolResult answers one ToolCall.
+type ToolResult struct {
+	CallID  string
+	Name    string
+	Content string
+	IsError bool
+}
+
+// ToolSpec describes a tool to the model; Parameters is a JSON Schema object.
+// Tool schemas are defined once and translated per provider.
+type ToolSpec struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// ModelRequest is one call to a model.
+type ModelRequest struct {
+	System    string
+	Messages  []Message
+	Tools     []ToolSpec
+	MaxTokens int
+}
+
+// StopReason says why the model stopped generating.
+type StopReason string
+
+// Stop reasons, normalised across providers.
+const (
+	StopEnd       StopReason = "end"
+	StopToolUse   StopReason = "tool_use"
+	StopMaxTokens StopReason = "max_tokens"
+	StopOther     StopReason = "other"
+)
+
+// Usage counts tokens of one call.
+type Usage struct {
+	InputTokens  int
+	OutputTokens int
+}
+
+// ModelResponse is the model's answer: text, tool calls, or both.
+type ModelResponse struct {
+	Text       string
+	ToolCalls  []ToolCall
+	StopReason StopReason
+	Usage      Usage
+	Model      string
+	Duration   time.Duration
+}
+
+// Model is an LLM provider. Implementations must not retry on their own
+// (the agent loop owns retries and honours Retry-After) and must report
+// failures as *ModelError so they can be classified.
+type Model interface {
+	Name() string
+	Generate(ctx context.Context, req ModelRequest) (ModelResponse, error)
+}

@@ -1,0 +1,128 @@
+package conch
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// MessageID identifies a stored message.
+type MessageID int64
+
+// TurnID identifies a turn: the handling of one inbound message.
+type TurnID int64
+
+// TurnStatus is where a turn is in its life.
+type TurnStatus string
+
+// Turn statuses.
+const (
+	TurnPending   TurnStatus = "pending"   // stored, not started
+	TurnRunning   TurnStatus = "running"   // started; a crash leaves it here
+	TurnDone      TurnStatus = "done"      // answered
+	TurnStopped   TurnStatus = "stopped"   // ended by a breaker, /stop or an error
+	TurnAbandoned TurnStatus = "abandoned" // resumed too often
+)
+
+// Turn is the handling of one inbound message.
+type Turn struct {
+	ID       TurnID
+	Key      ConversationKey
+	Inbound  Inbound
+	Status   TurnStatus
+	Attempts int
+	// StoppedReason records why a turn ended other than with an answer.
+	StoppedReason string
+	CreatedAt     time.Time
+}
+
+// StepKind names an agent step recorded in the store.
+type StepKind string
+
+// Step kinds.
+const (
+	StepModelCall  StepKind = "model_call"
+	StepModelError StepKind = "model_error"
+	StepToolCall   StepKind = "tool_call"
+	StepToolResult StepKind = "tool_result"
+	StepStopped    StepKind = "stopped"
+)
+
+// Step is one recorded agent step; Detail is a JSON object.
+type Step struct {
+	Turn   TurnID
+	Kind   StepKind
+	Detail json.RawMessage
+	At     time.Time
+}
+
+// TurnStore persists conversations, their history and their turns.
+// Every method is one transaction.
+type TurnStore interface {
+	// AddInbound stores the message and a pending turn for it. If a message
+	// with the same (channel, ExternalID) exists, it returns that turn and
+	// dup = true.
+	AddInbound(ctx context.Context, in Inbound) (t Turn, dup bool, err error)
+	// StartTurn marks the turn running and counts an attempt.
+	StartTurn(ctx context.Context, id TurnID) (Turn, error)
+	// FinishTurn records the end of a turn.
+	FinishTurn(ctx context.Context, id TurnID, status TurnStatus, reason string) error
+	// UnfinishedTurns lists pending and running turns, oldest first.
+	UnfinishedTurns(ctx context.Context) ([]Turn, error)
+	// AppendMessage adds an assistant or tool message produced by a turn.
+	AppendMessage(ctx context.Context, id TurnID, m Message) error
+	// History returns the conversation's messages since its last reset, in
+	// order; the user message of each turn comes first within the turn.
+	History(ctx context.Context, key ConversationKey) ([]Message, error)
+	// RecordStep appends an agent step.
+	RecordStep(ctx context.Context, s Step) error
+	// ResetConversation forgets the history (kept for audit, no longer
+	// returned by History) and cancels unfinished turns.
+	ResetConversation(ctx context.Context, key ConversationKey) error
+	// Conversations lists known conversation keys.
+	Conversations(ctx context.Context) ([]ConversationKey, error)
+}
+
+// Fact is one remembered thing about a person.
+type Fact struct {
+	Key       string
+	Value     string
+	UpdatedAt time.Time
+}
+
+// FactStore is per-user memory.
+type FactStore interface {
+	Remember(ctx context.Context, user UserKey, key, value string) error
+	// Forget deletes a fact; it reports whether there was one.
+	Forget(ctx context.Context, user UserKey, key string) (bool, error)
+	Facts(ctx context.Context, user UserKey) ([]Fact, error)
+}
+
+// CursorStore keeps channel positions (Matrix sync token, IMAP UIDVALIDITY/UID).
+type CursorStore interface {
+	// Cursor returns "" when none is stored.
+	Cursor(ctx context.Context, name string) (string, error)
+	SetCursor(ctx context.Context, name, value string) error
+}
+
+// AuditEvent is one audited action.
+type AuditEvent struct {
+	At           time.Time
+	Kind         string // "exec", "sandbox_create", …
+	Conversation ConversationKey
+	Detail       json.RawMessage
+}
+
+// AuditStore records audit events.
+type AuditStore interface {
+	Audit(ctx context.Context, ev AuditEvent) error
+}
+
+// Store is the whole persistent state.
+type Store interface {
+	TurnStore
+	FactStore
+	CursorStore
+	AuditStore
+	Close() error
+}
