@@ -1,0 +1,266 @@
+// Package fake has small fakes of the root interfaces, for unit tests of
+// logic. End-to-end tests use the real components from internal/testenv.
+package fake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+
+	"conch"
+)
+
+// Reply is one scripted model answer.
+type Reply struct {
+	Resp conch.ModelResponse
+	Err  error
+}
+
+// Model answers from a script and records every request.
+type Model struct {
+	mu       sync.Mutex
+	script   []Reply
+	requests []conch.ModelRequest
+	// Func, when set, answers requests after the script is used up.
+	Func func(conch.ModelRequest) (conch.ModelResponse, error)
+}
+
+var _ conch.Model = (*Model)(nil)
+
+// Push appends replies to the script.
+func (m *Model) Push(r ...Reply) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.script = append(m.script, r...)
+}
+
+// Name implements conch.Model.
+func (m *Model) Name() string { return "fake" }
+
+// Generate implements conch.Model.
+func (m *Model) Generate(ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return conch.ModelResponse{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	req.Messages = slices.Clone(req.Messages)
+	m.requests = append(m.requests, req)
+	if len(m.script) == 0 {
+		if m.Func != nil {
+			return m.Func(req)
+		}
+		return conch.ModelResponse{}, fmt.Errorf("fake model: script exhausted after %d requests", len(m.requests))
+	}
+	r := m.script[0]
+	m.script = m.script[1:]
+	return r.Resp, r.Err
+}
+
+// Requests returns the requests received so far.
+func (m *Model) Requests() []conch.ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.requests)
+}
+
+// Text is a reply with only text.
+func Text(s string) Reply {
+	return Reply{Resp: conch.ModelResponse{Text: s, StopReason: conch.StopEnd}}
+}
+
+// Call is a reply with one tool call.
+func Call(id, name, args string) Reply {
+	return Reply{Resp: conch.ModelResponse{
+		ToolCalls:  []conch.ToolCall{{ID: id, Name: name, Arguments: json.RawMessage(args)}},
+		StopReason: conch.StopToolUse,
+	}}
+}
+
+// Fail is a reply that fails.
+func Fail(err error) Reply { return Reply{Err: err} }
+
+// Tool is a tool whose behaviour is a function.
+type Tool struct {
+	Name string
+	Fn   func(ctx context.Context, env conch.ToolEnv, args json.RawMessage) (conch.ToolOutput, error)
+}
+
+var _ conch.Tool = (*Tool)(nil)
+
+// Spec implements conch.Tool.
+func (t *Tool) Spec() conch.ToolSpec {
+	return conch.ToolSpec{Name: t.Name, Description: "fake tool " + t.Name, Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+// Run implements conch.Tool.
+func (t *Tool) Run(ctx context.Context, env conch.ToolEnv, args json.RawMessage) (conch.ToolOutput, error) {
+	return t.Fn(ctx, env, args)
+}
+
+// Recorder keeps messages and steps in memory.
+type Recorder struct {
+	mu       sync.Mutex
+	Messages []conch.Message
+	Steps    []conch.Step
+}
+
+// AppendMessage records m.
+func (r *Recorder) AppendMessage(_ context.Context, _ conch.TurnID, m conch.Message) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Messages = append(r.Messages, m)
+	return nil
+}
+
+// RecordStep records s.
+func (r *Recorder) RecordStep(_ context.Context, s conch.Step) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Steps = append(r.Steps, s)
+	return nil
+}
+
+// StepKinds returns the kinds of the recorded steps in order.
+func (r *Recorder) StepKinds() []conch.StepKind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kinds := make([]conch.StepKind, len(r.Steps))
+	for i, s := range r.Steps {
+		kinds[i] = s.Kind
+	}
+	return kinds
+}
+
+// Channel records what is sent to it and delivers what tests inject.
+type Channel struct {
+	ChannelName conch.ChannelName
+	mu          sync.Mutex
+	sent        []conch.Outbound
+	typing      map[conch.ConversationKey]bool
+	notify      chan struct{}
+	handler     conch.Handler
+	ready       chan struct{}
+	once        sync.Once
+}
+
+var (
+	_ conch.Channel       = (*Channel)(nil)
+	_ conch.TypingChannel = (*Channel)(nil)
+)
+
+// NewChannel returns a fake channel with the given name.
+func NewChannel(name conch.ChannelName) *Channel {
+	return &Channel{ChannelName: name, typing: map[conch.ConversationKey]bool{}, notify: make(chan struct{}, 1), ready: make(chan struct{})}
+}
+
+// Name implements conch.Channel.
+func (c *Channel) Name() conch.ChannelName { return c.ChannelName }
+
+// Run implements conch.Channel: it keeps the handler for Deliver.
+func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
+	c.mu.Lock()
+	c.handler = h
+	c.mu.Unlock()
+	c.once.Do(func() { close(c.ready) })
+	<-ctx.Done()
+	return nil
+}
+
+// Send implements conch.Channel.
+func (c *Channel) Send(_ context.Context, out conch.Outbound) error {
+	c.mu.Lock()
+	c.sent = append(c.sent, out)
+	c.mu.Unlock()
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// SetTyping implements conch.TypingChannel.
+func (c *Channel) SetTyping(_ context.Context, key conch.ConversationKey, typing bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.typing[key] = typing
+	return nil
+}
+
+// Typing reports the last typing state of key.
+func (c *Channel) Typing(key conch.ConversationKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.typing[key]
+}
+
+// Sent returns everything sent so far.
+func (c *Channel) Sent() []conch.Outbound {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sent)
+}
+
+// WaitSent blocks until pred holds for the sent messages or ctx ends.
+func (c *Channel) WaitSent(ctx context.Context, pred func([]conch.Outbound) bool) ([]conch.Outbound, error) {
+	for {
+		s := c.Sent()
+		if pred(s) {
+			return s, nil
+		}
+		select {
+		case <-c.notify:
+		case <-ctx.Done():
+			return s, fmt.Errorf("wait for sent messages: %w (have %d)", ctx.Err(), len(s))
+		}
+	}
+}
+
+// Facts is an in-memory conch.FactStore.
+type Facts struct {
+	mu sync.Mutex
+	m  map[conch.UserKey][]conch.Fact
+}
+
+var _ conch.FactStore = (*Facts)(nil)
+
+// Remember implements conch.FactStore.
+func (f *Facts) Remember(_ context.Context, u conch.UserKey, key, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[conch.UserKey][]conch.Fact{}
+	}
+	fs := f.m[u]
+	for i := range fs {
+		if fs[i].Key == key {
+			fs[i].Value = value
+			return nil
+		}
+	}
+	f.m[u] = append(fs, conch.Fact{Key: key, Value: value})
+	return nil
+}
+
+// Forget implements conch.FactStore.
+func (f *Facts) Forget(_ context.Context, u conch.UserKey, key string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs := f.m[u]
+	for i := range fs {
+		if fs[i].Key == key {
+			f.m[u] = slices.Delete(fs, i, i+1)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Facts implements conch.FactStore.
+func (f *Facts) Facts(_ context.Context, u conch.UserKey) ([]conch.Fact, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.m[u]), nil
+}
