@@ -58,7 +58,7 @@ func TestMemoryFull(t *testing.T) {
 	if !out.IsError || !strings.Contains(out.Content, "memory is full") {
 		t.Fatalf("got %+v, want memory is full", out)
 	}
-	out, _ = Remember{}.Run(ctx, env, json.RawMessage(`{"key":"k","value":"replaced"}`))
+	out, _ = Remember{}.Run(ctx, env, json.RawMessage(`{"key":"k0","value":"replaced"}`))
 	if out.IsError {
 		t.Fatalf("replacing an existing key refused: %s", out.Content)
 	}
