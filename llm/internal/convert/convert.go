@@ -1,0 +1,90 @@
+// Package convert holds the request translations all providers share: tool
+// schemas, tool-call arguments and synthesised call ids.
+package convert
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"conch"
+)
+
+// Schema decodes a tool's JSON Schema into the object the SDKs want. An
+// empty schema means "no arguments" ({"type":"object","properties":{}}); a
+// schema without a type is taken as an object.
+func Schema(spec conch.ToolSpec) (map[string]any, error) {
+	raw := bytes.TrimSpace(spec.Parameters)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, BadRequest(fmt.Sprintf("tool %q: parameters are not a JSON Schema object", spec.Name), err)
+	}
+	if _, ok := m["type"]; !ok {
+		m["type"] = "object"
+	}
+	return m, nil
+}
+
+// ArgsObject returns tool-call arguments as a JSON object, for the APIs that
+// take an object (Anthropic, Gemini). Empty arguments become {}; arguments
+// that are not a JSON object (a model can emit broken JSON through OpenAI's
+// string field) are kept as {"_raw": "<text>"} so the history stays valid.
+func ArgsObject(args json.RawMessage) json.RawMessage {
+	raw := bytes.TrimSpace(args)
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage("{}")
+	}
+	if raw[0] == '{' && json.Valid(raw) {
+		return raw
+	}
+	b, _ := json.Marshal(map[string]string{"_raw": string(args)})
+	return b
+}
+
+// ArgsString returns tool-call arguments as OpenAI's JSON string: empty
+// arguments become "{}", anything else is sent verbatim.
+func ArgsString(args json.RawMessage) string {
+	if len(bytes.TrimSpace(args)) == 0 {
+		return "{}"
+	}
+	return string(args)
+}
+
+// ArgsFromString turns a JSON string of arguments received from a model into
+// RawMessage: empty becomes {}, anything else is kept verbatim (even when it
+// is not valid JSON, so the tool can report the problem to the model).
+func ArgsFromString(s string) json.RawMessage {
+	if strings.TrimSpace(s) == "" {
+		return json.RawMessage("{}")
+	}
+	return json.RawMessage(s)
+}
+
+// NewID returns a random call id with the given prefix.
+func NewID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
+
+// BadRequest is the ModelError for a request conch itself built wrong, found
+// before anything was sent.
+func BadRequest(msg string, err error) *conch.ModelError {
+	if err == nil {
+		err = fmt.Errorf("%s", msg)
+	}
+	return &conch.ModelError{Kind: conch.KindBadRequest, Message: msg, Err: err}
+}
+
+// ToolNames maps each call id in the history to its tool's name, for
+// results that carry only the id.
+func ToolNames(msgs []conch.Message) map[string]string {
+	names := map[string]string{}
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			names[c.ID] = c.Name
+		}
+	}
+	return names
+}
