@@ -1,0 +1,315 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"conch"
+)
+
+const defaultDrainGrace = 250 * time.Millisecond
+
+// exec runs one program: directly, never through a shell, in its own
+// process group, with stdout and stderr on one pipe so their interleaving
+// is exactly the order the program wrote them.
+func (c *sconn) exec(st *sstream, req request) (result, error) {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return result{}, invalidf("exec: no program given")
+	}
+	for i, a := range req.Argv {
+		if err := checkNUL(fmt.Sprintf("argument %d", i), a); err != nil {
+			return result{}, err
+		}
+	}
+	env := c.srv.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append(env[:len(env):len(env)], req.Env...)
+	for _, kv := range req.Env {
+		if err := checkNUL("environment entry", kv); err != nil {
+			return result{}, err
+		}
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return result{}, invalidf("environment entry %q is not KEY=value", kv)
+		}
+	}
+	dirArg := req.Dir
+	if dirArg == "" {
+		dirArg = c.srv.workspace()
+	}
+	dirArg, dir, err := c.srv.resolve(dirArg)
+	if err != nil {
+		return result{}, err
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return result{}, &wireError{Code: codeNotFound, Message: fmt.Sprintf("working directory %s does not exist", dirArg)}
+	} else if !fi.IsDir() {
+		return result{}, invalidf("working directory %s is not a directory", dirArg)
+	}
+	prog, err := lookPath(req.Argv[0], dir, envValue(env, "PATH"))
+	if err != nil {
+		return result{}, err
+	}
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return result{}, fmt.Errorf("exec: output pipe: %w", err)
+	}
+	defer pr.Close()
+	cmd := &exec.Cmd{
+		Path:        prog,
+		Args:        req.Argv,
+		Env:         env,
+		Dir:         dir,
+		Stdout:      pw,
+		Stderr:      pw,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	var sr, sw *os.File
+	if req.Stdin {
+		if sr, sw, err = os.Pipe(); err != nil {
+			pw.Close()
+			return result{}, fmt.Errorf("exec: input pipe: %w", err)
+		}
+		cmd.Stdin = sr
+		defer sw.Close()
+	}
+	oomBefore := c.srv.oomKills()
+	start := time.Now()
+	err = cmd.Start()
+	pw.Close()
+	if sr != nil {
+		sr.Close()
+	}
+	if err != nil {
+		return result{}, startError(req.Argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+
+	// Killing: the first reason wins; the whole process group goes.
+	var stopped atomic.Pointer[conch.StoppedReason]
+	kill := func(reason conch.StoppedReason) {
+		stopped.CompareAndSwap(nil, &reason)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	execCtx, cancelExec := st.ctx, context.CancelFunc(func() {})
+	if req.TimeoutMS > 0 {
+		execCtx, cancelExec = context.WithTimeout(st.ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
+	}
+	defer cancelExec()
+	stopKiller := context.AfterFunc(execCtx, func() {
+		if errors.Is(execCtx.Err(), context.DeadlineExceeded) && st.ctx.Err() == nil {
+			kill(conch.StoppedTimeout)
+		} else {
+			kill(conch.StoppedCanceled)
+		}
+	})
+	defer stopKiller()
+
+	procDone := make(chan struct{})
+	if sw != nil {
+		c.wg.Add(1)
+		go c.pumpStdin(st, sw, procDone)
+	}
+
+	grace := c.srv.DrainGrace
+	if grace <= 0 {
+		grace = defaultDrainGrace
+	}
+	var exited atomic.Bool
+	var total int64
+	pumpDone := make(chan struct{})
+	go func() {
+		defer close(pumpDone)
+		for {
+			// Credit waits on the connection, not the exec: output produced
+			// before a kill is still delivered.
+			n, err := st.out.take(c.ctx, DataChunk)
+			if err != nil {
+				return
+			}
+			if exited.Load() {
+				_ = pr.SetReadDeadline(time.Now().Add(grace))
+			}
+			buf := make([]byte, headerSize+n)
+			m, rerr := pr.Read(buf[headerSize:])
+			st.out.giveBack(n - m)
+			if m > 0 {
+				if req.Ceiling > 0 && total+int64(m) > req.Ceiling {
+					m = int(req.Ceiling - total)
+					kill(conch.StoppedOutput)
+					rerr = errors.New("output ceiling")
+				}
+				total += int64(m)
+				if m > 0 {
+					if err := c.fw.writeBuf(st.id, frameData, buf[:headerSize+m]); err != nil {
+						kill(conch.StoppedCanceled)
+						return
+					}
+				}
+			}
+			if rerr != nil {
+				return
+			}
+		}
+	}()
+
+	werr := cmd.Wait()
+	dur := time.Since(start)
+	close(procDone)
+	if sw != nil {
+		_ = sw.SetWriteDeadline(time.Now()) // unblock a write to a program that stopped reading
+	}
+	exited.Store(true)
+	_ = pr.SetReadDeadline(time.Now().Add(grace))
+	<-pumpDone
+
+	res := result{DurationUS: dur.Microseconds(), OutputBytes: total}
+	ps := cmd.ProcessState
+	if ps == nil {
+		return result{}, fmt.Errorf("exec: wait: %w", werr)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = int(ws.Signal())
+		res.ExitCode = 128 + res.Signal
+	} else {
+		res.ExitCode = ps.ExitCode()
+	}
+	if r := stopped.Load(); r != nil {
+		res.Stopped = string(*r)
+	}
+	if res.Signal == int(syscall.SIGKILL) && res.Stopped == "" && oomBefore >= 0 {
+		res.OOM = c.srv.oomKills() > oomBefore
+	}
+	return res, nil
+}
+
+// pumpStdin copies the client's stdin frames to the program and returns
+// credit as it goes; after the program stops reading, input is discarded.
+func (c *sconn) pumpStdin(st *sstream, sw *os.File, procDone <-chan struct{}) {
+	defer c.wg.Done()
+	defer sw.Close()
+	ctx, cancel := context.WithCancel(st.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-procDone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	broken := false
+	for {
+		b, err := st.in.pop(ctx)
+		if err != nil {
+			return // eof, stream end, or program gone
+		}
+		if !broken {
+			if _, err := sw.Write(b); err != nil {
+				broken = true
+			}
+		}
+		if err := c.fw.window(st.id, len(b)); err != nil {
+			return
+		}
+	}
+}
+
+// lookPath finds the program like a shell would, with the program's own PATH.
+func lookPath(name, dir, pathEnv string) (string, error) {
+	if strings.Contains(name, "/") {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", err
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(pathEnv) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue // "." and relative entries are never searched
+		}
+		p := filepath.Join(d, name)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", &wireError{Code: codeNotFound, Message: fmt.Sprintf("program %q not found (searched PATH=%s); it may not be installed in the sandbox", name, pathEnv)}
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	switch {
+	case err != nil && os.IsNotExist(err):
+		return &wireError{Code: codeNotFound, Message: fmt.Sprintf("program %s does not exist", p)}
+	case err != nil:
+		return newWireError(err)
+	case fi.IsDir():
+		return invalidf("%s is a directory, not a program", p)
+	case fi.Mode()&0o111 == 0:
+		return &wireError{Code: codePermission, Message: fmt.Sprintf("%s is not executable (chmod +x it, or run it with its interpreter)", p)}
+	}
+	return nil
+}
+
+func startError(name string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOEXEC):
+		return invalidf("%s is not a program this sandbox can run (exec format error); if it is a script, give it a #! line or run it with its interpreter", name)
+	case errors.Is(err, syscall.EACCES):
+		return &wireError{Code: codePermission, Message: fmt.Sprintf("permission denied running %s", name)}
+	case errors.Is(err, syscall.ENOENT):
+		return &wireError{Code: codeNotFound, Message: fmt.Sprintf("cannot run %s: it or its interpreter does not exist", name)}
+	}
+	return fmt.Errorf("exec %s: %w", name, err)
+}
+
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val // the last one wins, as in exec
+		}
+	}
+	return v
+}
+
+// oomKills reads the cgroup's oom_kill counter; -1 when unavailable.
+func (s *Server) oomKills() int64 {
+	p := s.MemoryEvents
+	switch p {
+	case "-":
+		return -1
+	case "":
+		p = "/sys/fs/cgroup/memory.events"
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
