@@ -1,0 +1,406 @@
+// Package engine starts REAL container engines for tests: dockerd and Podman
+// (`podman system service`), each on a private socket under
+// /tmp/conch-testenv, with its own data directories, and imports the sandbox
+// image into each once. An engine that already answers on its socket is
+// reused, so `go test ./...` starts each engine once for all packages; it is
+// left running afterwards (scripts/testenv-engines.sh stop ends it).
+//
+// A missing binary, or not being root, skips the test through
+// testenv.Missing (a failure under CONCH_REQUIRE_REAL=1).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	sandboximage "conch/images/sandbox"
+	"conch/internal/testenv"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// BaseDir holds the engines' sockets, data and logs.
+const BaseDir = "/tmp/conch-testenv"
+
+// Image is the sandbox image tag imported into every test engine.
+const Image = "conch-sandbox:latest"
+
+// Engine is a running engine.
+type Engine struct {
+	// Name is docker or podman.
+	Name string
+	// Host is the API address, unix://….
+	Host string
+	// Image is the sandbox image, present and current.
+	Image string
+	// CacheDir is the shared test cache (rootfs tarball, agent binary).
+	CacheDir string
+}
+
+// String names the engine for subtests.
+func (e *Engine) String() string { return e.Name }
+
+// Client returns an Engine API client for probing; closed at cleanup.
+func (e *Engine) Client(tb testing.TB) *client.Client {
+	tb.Helper()
+	c, err := client.New(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		tb.Fatalf("engine client: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+type result struct {
+	eng *Engine
+	// skip is a reason to skip (a missing component); err a real failure.
+	skip string
+	err  error
+}
+
+var (
+	mu      sync.Mutex
+	started = map[string]*result{}
+)
+
+// Docker returns the test dockerd, starting it if needed.
+func Docker(tb testing.TB) *Engine { return get(tb, "docker") }
+
+// Podman returns the test Podman service, starting it if needed.
+func Podman(tb testing.TB) *Engine { return get(tb, "podman") }
+
+// Each runs f as a subtest per engine ("docker", "podman"); an engine that
+// is missing skips its subtest only.
+func Each(t *testing.T, f func(t *testing.T, e *Engine)) {
+	t.Helper()
+	for _, name := range []string{"docker", "podman"} {
+		t.Run(name, func(t *testing.T) {
+			f(t, get(t, name))
+		})
+	}
+}
+
+func get(tb testing.TB, name string) *Engine {
+	tb.Helper()
+	testenv.Short(tb)
+	mu.Lock()
+	r, ok := started[name]
+	if !ok {
+		r = start(name)
+		started[name] = r
+	}
+	mu.Unlock()
+	switch {
+	case r.skip != "":
+		testenv.Missing(tb, name, r.skip)
+	case r.err != nil:
+		tb.Fatalf("start %s: %v", name, r.err)
+	}
+	return r.eng
+}
+
+// CacheDir is the cache shared by all test processes: os.UserCacheDir()/conch-test.
+func CacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	d = filepath.Join(d, "conch-test")
+	return d, os.MkdirAll(d, 0o755)
+}
+
+func start(name string) *result {
+	var bins []string
+	switch name {
+	case "docker":
+		bins = []string{"dockerd", "containerd", "runc"}
+	case "podman":
+		bins = []string{"podman", "conmon", "runc"}
+	}
+	for _, b := range bins {
+		if _, err := exec.LookPath(b); err != nil {
+			return &result{skip: b + " is not installed (scripts/ci-deps.sh installs it)"}
+		}
+	}
+	if os.Geteuid() != 0 {
+		return &result{skip: name + " test engine needs root"}
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil {
+		if cache, cerr := CacheDir(); cerr != nil || !exists(sandboximage.RootfsPath(cache)) {
+			return &result{skip: "debootstrap is not installed and no cached sandbox rootfs exists (scripts/ci-deps.sh)"}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cache, err := CacheDir()
+	if err != nil {
+		return &result{err: err}
+	}
+	dir := filepath.Join(BaseDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return &result{err: err}
+	}
+	sock := filepath.Join(dir, name+".sock")
+	e := &Engine{Name: name, Host: "unix://" + sock, Image: Image, CacheDir: cache}
+	unlock, err := lock(ctx, filepath.Join(BaseDir, name+".lock"))
+	if err != nil {
+		return &result{err: err}
+	}
+	defer unlock()
+	if !answers(ctx, e.Host) {
+		if err := launch(ctx, name, dir, sock); err != nil {
+			return &result{err: err}
+		}
+	}
+	if err := ensureImage(ctx, e); err != nil {
+		return &result{err: err}
+	}
+	return &result{eng: e}
+}
+
+// launch starts the daemon detached (it outlives the test process, so that
+// other packages reuse it) and waits until its socket answers.
+func launch(ctx context.Context, name, dir, sock string) error {
+	_ = os.Remove(sock)
+	var cmd *exec.Cmd
+	switch name {
+	case "docker":
+		_ = killStale(filepath.Join(dir, "dockerd.pid"))
+		cmd = exec.Command("dockerd",
+			"--host", "unix://"+sock,
+			"--data-root", filepath.Join(dir, "data"),
+			"--exec-root", filepath.Join(dir, "x"),
+			"--pidfile", filepath.Join(dir, "dockerd.pid"),
+			"--bridge", "none", "--iptables=false", "--ip-masq=false", "--userland-proxy=false")
+	case "podman":
+		conf := filepath.Join(dir, "containers.conf")
+		// crun fails on cgroup v1 hosts and raising rlimits is not permitted
+		// here: runc, cgroupfs and explicit ulimits.
+		if err := os.WriteFile(conf, []byte(`[containers]
+default_ulimits = ["nofile=4096:4096", "nproc=1024:1024"]
+log_driver = "k8s-file"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+`), 0o644); err != nil {
+			return err
+		}
+		cmd = exec.Command("podman",
+			"--root", filepath.Join(dir, "root"),
+			"--runroot", filepath.Join(dir, "run"),
+			"--tmpdir", filepath.Join(dir, "tmp"),
+			"system", "service", "--time=0", "unix://"+sock)
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+conf)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(90 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("%s exited while starting (%v); log: %s", name, err, tail(filepath.Join(dir, name+".log")))
+		case <-deadline:
+			return fmt.Errorf("%s did not answer on %s within 90s; log: %s", name, sock, tail(filepath.Join(dir, name+".log")))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if answers(ctx, "unix://"+sock) {
+				return nil
+			}
+		}
+	}
+}
+
+// killStale ends a daemon left by an earlier run whose socket no longer
+// answers (its pidfile would stop a new one from starting).
+func killStale(pidfile string) error {
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		return err
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 1 {
+		return errors.New("bad pidfile")
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || strings.TrimSpace(string(comm)) != "dockerd" {
+		return os.Remove(pidfile)
+	}
+	return syscall.Kill(pid, syscall.SIGTERM)
+}
+
+func answers(ctx context.Context, host string) bool {
+	c, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = c.Ping(pctx, client.PingOptions{})
+	return err == nil
+}
+
+// ensureImage imports the sandbox image from the cached rootfs (building it
+// with debootstrap the first time) unless the engine has the current one.
+func ensureImage(ctx context.Context, e *Engine) error {
+	c, err := client.New(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ins, err := c.ImageInspect(ctx, e.Image)
+	if err == nil && ins.Config != nil && ins.Config.Labels[sandboximage.HashLabel] == sandboximage.Hash() {
+		return nil
+	}
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("inspect image: %w", err)
+	}
+	path, err := sandboximage.CachedRootfs(ctx, sandboximage.RootfsOptions{CacheDir: e.CacheDir})
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: f, SourceName: "-"}, e.Image,
+		client.ImageImportOptions{Changes: sandboximage.Changes()})
+	if err != nil {
+		return fmt.Errorf("import image into %s: %w", e.Name, err)
+	}
+	defer rc.Close()
+	out, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("import image into %s: %w", e.Name, err)
+	}
+	if strings.Contains(string(out), `"error"`) {
+		return fmt.Errorf("import image into %s: %s", e.Name, out)
+	}
+	return nil
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// lock takes an exclusive flock on path, waiting until it is free or ctx ends.
+func lock(ctx context.Context, path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+var (
+	agentOnce sync.Once
+	agentPath string
+	agentErr  error
+)
+
+// AgentBinary builds, once per test process, a static binary that serves
+// `sandbox-agent`: cmd/conch when it exists, else agentmain. The go command's
+// build cache makes later builds fast.
+func AgentBinary(tb testing.TB) string {
+	tb.Helper()
+	agentOnce.Do(func() {
+		cache, err := CacheDir()
+		if err != nil {
+			agentErr = err
+			return
+		}
+		root, err := moduleRoot()
+		if err != nil {
+			agentErr = err
+			return
+		}
+		pkg := "./internal/testenv/engine/agentmain"
+		if exists(filepath.Join(root, "cmd", "conch", "main.go")) && os.Getenv("CONCH_TEST_AGENTMAIN") != "1" {
+			pkg = "./cmd/conch"
+		}
+		bin := filepath.Join(cache, "bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			agentErr = err
+			return
+		}
+		tmp := filepath.Join(bin, fmt.Sprintf(".conch-%d", os.Getpid()))
+		cmd := exec.Command("go", "build", "-o", tmp, pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			return
+		}
+		agentPath = filepath.Join(bin, "conch")
+		agentErr = os.Rename(tmp, agentPath)
+	})
+	if agentErr != nil {
+		tb.Fatalf("agent binary: %v", agentErr)
+	}
+	return agentPath
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the conch module")
+	}
+	return filepath.Dir(mod), nil
+}

@@ -1,0 +1,190 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"conch"
+	sandboximage "conch/images/sandbox"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+)
+
+// imageState is what conch knows about the configured image.
+type imageState struct {
+	ID string
+	// Hash is the image's definition hash: our label, or the image ID for an
+	// image conch did not build (an operator's own image is used as it is).
+	Hash string
+	// Managed is true when conch built the image and so may rebuild it.
+	Managed bool
+}
+
+// inspectImage reports the configured image; found is false when it is missing.
+func (r *Runtime) inspectImage(ctx context.Context) (st imageState, found bool, err error) {
+	res, err := r.api.ImageInspect(ctx, r.opts.Image)
+	if cerrdefs.IsNotFound(err) {
+		return imageState{}, false, nil
+	}
+	if err != nil {
+		return imageState{}, false, fmt.Errorf("inspect image %s: %w", r.opts.Image, err)
+	}
+	st = imageState{ID: res.ID, Hash: res.ID}
+	if res.Config != nil {
+		if h, ok := res.Config.Labels[sandboximage.HashLabel]; ok {
+			st.Hash, st.Managed = h, true
+		}
+	}
+	return st, true, nil
+}
+
+// EnsureImage makes the configured image present and current: a missing
+// image, or one conch built from an older definition, is built (offline when
+// possible) with progress lines. An image conch did not build is used as it is.
+func (r *Runtime) EnsureImage(ctx context.Context, progress func(string)) (string, error) {
+	r.imageMu.Lock()
+	defer r.imageMu.Unlock()
+	st, found, err := r.inspectImage(ctx)
+	if err != nil {
+		return "", err
+	}
+	want := sandboximage.Hash()
+	switch {
+	case found && (!st.Managed || st.Hash == want):
+		r.image = st
+		return st.Hash, nil
+	case found:
+		report(progress, fmt.Sprintf("sandbox image %s is from an older definition (%s); rebuilding as %s", r.opts.Image, st.Hash, want))
+	default:
+		report(progress, fmt.Sprintf("sandbox image %s is missing; building it (first use)", r.opts.Image))
+	}
+	if err := r.buildImageLocked(ctx, progress); err != nil {
+		return "", err
+	}
+	return r.image.Hash, nil
+}
+
+// BuildImage builds the sandbox image and tags it as the configured image,
+// for `conch sandbox image build`. It prefers the offline build (debootstrap
+// from the host's apt mirror, cached under the cache dir, then an Engine
+// API import); without debootstrap it asks the engine to build the
+// Containerfile, which needs a registry.
+func (r *Runtime) BuildImage(ctx context.Context, progress func(string)) error {
+	r.imageMu.Lock()
+	defer r.imageMu.Unlock()
+	return r.buildImageLocked(ctx, progress)
+}
+
+func (r *Runtime) buildImageLocked(ctx context.Context, progress func(string)) error {
+	rootfs, offErr := sandboximage.CachedRootfs(ctx, sandboximage.RootfsOptions{
+		CacheDir: r.opts.CacheDir, Mirror: r.opts.Mirror, Progress: progress,
+	})
+	if offErr == nil {
+		if err := r.importRootfs(ctx, rootfs, progress); err != nil {
+			return err
+		}
+	} else {
+		if ctx.Err() != nil {
+			return fmt.Errorf("build image: %w", offErr)
+		}
+		report(progress, "offline build unavailable ("+offErr.Error()+"); building the Containerfile in the engine")
+		if err := r.buildContainerfile(ctx, progress); err != nil {
+			return &conch.Error{Kind: conch.KindUnavailable, User: "the sandbox image could not be built",
+				Err: fmt.Errorf("build image %s: offline: %v; containerfile: %w", r.opts.Image, offErr, err)}
+		}
+	}
+	st, found, err := r.inspectImage(ctx)
+	if err != nil {
+		return err
+	}
+	if !found || st.Hash != sandboximage.Hash() {
+		return fmt.Errorf("build image %s: the engine does not show the built image with hash %s (found %v, hash %q)",
+			r.opts.Image, sandboximage.Hash(), found, st.Hash)
+	}
+	r.image = st
+	report(progress, fmt.Sprintf("sandbox image %s ready (%s)", r.opts.Image, st.Hash))
+	return nil
+}
+
+// importRootfs is `docker import` over the Engine API: the root file system
+// tarball plus the image configuration as Dockerfile changes.
+func (r *Runtime) importRootfs(ctx context.Context, path string, progress func(string)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("import image: %w", err)
+	}
+	defer f.Close()
+	report(progress, "importing the root file system into "+r.info.Engine)
+	rc, err := r.api.ImageImport(ctx, client.ImageImportSource{Source: f, SourceName: "-"}, r.opts.Image,
+		client.ImageImportOptions{Changes: sandboximage.Changes(), Message: "conch sandbox image " + sandboximage.Hash()})
+	if err != nil {
+		return fmt.Errorf("import image %s: %w", r.opts.Image, err)
+	}
+	defer rc.Close()
+	if err := readJSONMessages(rc, nil); err != nil {
+		return fmt.Errorf("import image %s: %w", r.opts.Image, err)
+	}
+	return nil
+}
+
+// buildContainerfile asks the engine to build images/sandbox/Containerfile.
+func (r *Runtime) buildContainerfile(ctx context.Context, progress func(string)) error {
+	bctx, err := sandboximage.BuildContext()
+	if err != nil {
+		return err
+	}
+	res, err := r.api.ImageBuild(ctx, bytes.NewReader(bctx), client.ImageBuildOptions{
+		Tags: []string{r.opts.Image}, Dockerfile: "Containerfile", Remove: true, ForceRemove: true,
+		Labels: map[string]string{sandboximage.HashLabel: sandboximage.Hash()},
+	})
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	return readJSONMessages(res.Body, progress)
+}
+
+// readJSONMessages consumes an engine progress stream and returns the first
+// error it reports.
+func readJSONMessages(r io.Reader, progress func(string)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var m struct {
+			Stream      string `json:"stream"`
+			Status      string `json:"status"`
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			continue // Podman sometimes sends a bare image id
+		}
+		if m.Error != "" || m.ErrorDetail.Message != "" {
+			return errors.New(strings.TrimSpace(m.Error + " " + m.ErrorDetail.Message))
+		}
+		if s := strings.TrimSpace(m.Stream); s != "" {
+			report(progress, s)
+		}
+	}
+	return sc.Err()
+}
+
+func report(progress func(string), s string) {
+	if progress != nil {
+		progress(s)
+	}
+}

@@ -1,0 +1,291 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"conch"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+)
+
+// Reconcile runs at start and brings the engine in line with what conch
+// knows. For every container labelled with this instance:
+//   - running, current profile → reattached (its terminals live on);
+//   - stopped (an idle stop, a host reboot), current profile and image →
+//     kept stopped and restarted on next use;
+//   - anything else for a known conversation (another profile, an older
+//     image while stopped, dead) → container removed, workspace kept, and a
+//     new container is created on next use;
+//   - a conversation the store no longer knows (Options.Known), or no
+//     conversation at all → an orphan: container and workspace removed;
+//   - unassigned warm-pool containers → kept up to WarmPool if current,
+//     else removed.
+//
+// Workspace volumes of unknown conversations and unused pool volumes are
+// removed too. Then the warm pool is filled in the background.
+func (r *Runtime) Reconcile(ctx context.Context) error {
+	if err := r.checkOpen(); err != nil {
+		return err
+	}
+	var known map[string]bool
+	if r.opts.Known != nil {
+		keys, err := r.opts.Known(ctx)
+		if err != nil {
+			return fmt.Errorf("reconcile sandboxes: known conversations: %w", err)
+		}
+		known = map[string]bool{}
+		for _, k := range keys {
+			known[k.String()] = true
+		}
+	}
+	list, err := r.api.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelInstance+"="+r.opts.InstanceID)})
+	if err != nil {
+		return r.engineErr("reconcile sandboxes: list", err)
+	}
+	var errs []error
+	usedVolumes := map[string]bool{}
+	var pool []poolEntry
+	reattached, kept, removed := 0, 0, 0
+	for _, s := range list.Items {
+		name := containerName(s.Names)
+		ins, err := r.api.ContainerInspect(ctx, s.ID, client.ContainerInspectOptions{})
+		if cerrdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, r.engineErr("reconcile sandboxes: inspect "+name, err))
+			continue
+		}
+		c := ins.Container
+		if c.Config == nil || c.State == nil {
+			continue
+		}
+		vol := workspaceVolume(c)
+		labels := c.Config.Labels
+
+		// Unassigned pool containers.
+		if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
+			reason, err := r.staleReason(ctx, c)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if reason == "" && c.State.Running && len(pool) < r.opts.WarmPool {
+				pool = append(pool, poolEntry{name: name, id: c.ID})
+				usedVolumes[vol] = true
+				continue
+			}
+			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, conch.ConversationKey{}, "surplus or stale pool container"))
+			removed++
+			continue
+		}
+
+		// The conversation: from the label, or for an assigned pool
+		// container from the registry.
+		convo := labels[LabelConversation]
+		if convo == "" {
+			if e, ok := r.reg.get(name); ok {
+				convo = e.Conversation
+			}
+		}
+		key, perr := conch.ParseConversationKey(convo)
+		if perr != nil || (known != nil && !known[convo]) {
+			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, key, "orphan"))
+			errs = append(errs, r.reg.delete(name))
+			removed++
+			continue
+		}
+		if want := ContainerName(r.opts.InstanceID, key); name != want {
+			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, key, "name does not match its conversation"))
+			removed++
+			continue
+		}
+		usedVolumes[vol] = true
+		b := r.boxFor(key)
+		if err := b.acquireLock(ctx); err != nil {
+			return err
+		}
+		err = r.adoptLocked(ctx, b, c)
+		if err == nil && b.id != "" {
+			r.mu.Lock()
+			b.lastUse = r.opts.Now()
+			if !b.running {
+				if t, perr := time.Parse(time.RFC3339Nano, c.State.FinishedAt); perr == nil && t.Year() > 1 {
+					b.lastUse = t
+				}
+			}
+			r.mu.Unlock()
+			if b.running {
+				reattached++
+			} else {
+				kept++
+			}
+		} else if err == nil {
+			removed++
+		}
+		b.unlock()
+		errs = append(errs, err)
+	}
+
+	// Volumes: workspaces of unknown conversations, pool volumes nobody uses.
+	vols, err := r.api.VolumeList(ctx, client.VolumeListOptions{
+		Filters: make(client.Filters).Add("label", LabelInstance+"="+r.opts.InstanceID)})
+	if err != nil {
+		errs = append(errs, r.engineErr("reconcile sandboxes: list volumes", err))
+	} else {
+		for _, v := range vols.Items {
+			if usedVolumes[v.Name] {
+				continue
+			}
+			convo := v.Labels[LabelConversation]
+			owner := r.reg.containerOfVolume(v.Name)
+			if e, ok := r.reg.get(owner); ok && v.Labels[LabelPool] == "1" {
+				convo = e.Conversation // an assigned pool volume
+			}
+			unknown := convo == "" || (known != nil && !known[convo])
+			if unknown {
+				errs = append(errs, r.removeVolume(ctx, v.Name))
+				if owner != "" {
+					errs = append(errs, r.reg.delete(owner))
+				}
+			}
+		}
+	}
+	r.mu.Lock()
+	r.pool = pool
+	r.mu.Unlock()
+	r.log.Info("sandboxes reconciled", "reattached", reattached, "stopped", kept, "removed", removed, "pool", len(pool))
+	r.fillPoolAsync()
+	return errors.Join(errs...)
+}
+
+func containerName(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(names[0], "/")
+}
+
+// removeOrphan removes a container and its workspace volume.
+func (r *Runtime) removeOrphan(ctx context.Context, id, name, vol string, key conch.ConversationKey, reason string) error {
+	r.log.Info("removing sandbox", "container", name, "reason", reason)
+	if err := r.removeContainer(ctx, id, key, name, reason); err != nil {
+		return err
+	}
+	if vol != "" {
+		return r.removeVolume(ctx, vol)
+	}
+	return nil
+}
+
+// fillPoolAsync tops the warm pool up to WarmPool in the background.
+func (r *Runtime) fillPoolAsync() {
+	r.mu.Lock()
+	if r.closed || r.poolFilling || len(r.pool) >= r.opts.WarmPool {
+		r.mu.Unlock()
+		return
+	}
+	r.poolFilling = true
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		err := r.FillPool(r.life)
+		r.mu.Lock()
+		r.poolFilling = false
+		r.mu.Unlock()
+		if err != nil && r.life.Err() == nil {
+			r.log.Warn("warm pool", "err", err)
+		}
+	}()
+}
+
+// FillPool creates pool containers until WarmPool are ready. It runs in
+// the background after Reconcile and after each assignment; tests and
+// `conch sandbox` call it directly.
+func (r *Runtime) FillPool(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		need := len(r.pool) < r.opts.WarmPool && !r.closed
+		r.mu.Unlock()
+		if !need {
+			return nil
+		}
+		img, err := r.currentImage(ctx)
+		if err != nil {
+			return err
+		}
+		name := poolPrefix(r.opts.InstanceID) + randomHex(4)
+		labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelPool: "1"}
+		if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
+			return r.engineErr("create pool volume", err)
+		}
+		id, err := r.createContainer(ctx, name, name, img, labels)
+		if err != nil {
+			_ = r.removeVolume(context.WithoutCancel(ctx), name)
+			return err
+		}
+		r.mu.Lock()
+		r.pool = append(r.pool, poolEntry{name: name, id: id})
+		r.mu.Unlock()
+	}
+}
+
+// PoolSize is the number of ready, unassigned pool containers.
+func (r *Runtime) PoolSize() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pool)
+}
+
+// assignFromPool gives b a ready pool container: renamed to b's name (its
+// identity from now on) and recorded in the registry with its volume.
+// ok is false when the pool is empty. b.lock is held.
+func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err error) {
+	for {
+		r.mu.Lock()
+		if len(r.pool) == 0 {
+			r.mu.Unlock()
+			return false, nil
+		}
+		p := r.pool[0]
+		r.pool = r.pool[1:]
+		r.mu.Unlock()
+
+		ins, err := r.api.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
+		if err != nil || ins.Container.State == nil || !ins.Container.State.Running {
+			if err == nil || cerrdefs.IsNotFound(err) {
+				_ = r.removeOrphan(ctx, p.id, p.name, p.name, conch.ConversationKey{}, "pool container not running")
+				continue
+			}
+			return false, r.engineErr("inspect pool container", err)
+		}
+		if _, err := r.api.ContainerRename(ctx, p.id, client.ContainerRenameOptions{NewName: b.name}); err != nil {
+			return false, r.engineErr("assign pool container to "+b.name, err)
+		}
+		vol := workspaceVolume(ins.Container)
+		if err := r.reg.put(b.name, regEntry{Conversation: b.key.String(), Volume: vol, Assigned: r.opts.Now()}); err != nil {
+			return false, err
+		}
+		b.id, b.running, b.volume = p.id, true, vol
+		r.log.Info("sandbox assigned from warm pool", "conversation", b.key.String(), "container", b.name, "id", shortID(p.id))
+		r.audit(ctx, "sandbox_create", b.key, map[string]any{"container": b.name, "id": p.id, "volume": vol,
+			"image": labelOf(ins.Container, LabelImageHash), "engine": r.info.Engine, "profile": r.specHash, "pool": true})
+		r.fillPoolAsync()
+		return true, nil
+	}
+}
+
+func labelOf(c container.InspectResponse, k string) string {
+	if c.Config == nil {
+		return ""
+	}
+	return c.Config.Labels[k]
+}

@@ -1,0 +1,175 @@
+package docker
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync/atomic"
+
+	"conch"
+)
+
+// sandboxOps carries out one sandbox's operations: the in-sandbox agent's
+// client, or engineOps (one Engine API exec per operation).
+type sandboxOps interface {
+	Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error)
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
+	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
+	ListFiles(ctx context.Context, path string) ([]conch.FileInfo, error)
+	Close() error
+}
+
+// errContainerGone is returned before anything ran when the container is
+// stopped or removed; the operation is retried once after a restart.
+var errContainerGone = errors.New("sandbox container is not running")
+
+// Sandbox is a handle on one conversation's computer. Every operation
+// restarts the container first if an idle stop or a crash stopped it.
+type Sandbox struct {
+	rt *Runtime
+	b  *box
+	id atomic.Pointer[string]
+}
+
+var _ conch.Sandbox = (*Sandbox)(nil)
+
+func newSandbox(r *Runtime, b *box) *Sandbox {
+	s := &Sandbox{rt: r, b: b}
+	id := b.id
+	s.id.Store(&id)
+	return s
+}
+
+// ID is the engine's container id (as of the handle's last operation).
+func (s *Sandbox) ID() string { return *s.id.Load() }
+
+// Name is the container's name.
+func (s *Sandbox) Name() string { return s.b.name }
+
+// Key is the conversation the sandbox belongs to.
+func (s *Sandbox) Key() conch.ConversationKey { return s.b.key }
+
+// use makes the container run and returns its operations; done must be
+// called when the operation ends.
+func (s *Sandbox) use(ctx context.Context) (ops sandboxOps, done func(), err error) {
+	r, b := s.rt, s.b
+	if err := r.checkOpen(); err != nil {
+		return nil, nil, err
+	}
+	if err := b.acquireLock(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer b.unlock()
+	if err := r.ensureLocked(ctx, b); err != nil {
+		return nil, nil, err
+	}
+	if b.ops == nil {
+		if b.ops, err = r.newOps(b); err != nil {
+			return nil, nil, err
+		}
+	}
+	id := b.id
+	s.id.Store(&id)
+	r.touch(b, +1)
+	return b.ops, func() { r.touch(b, -1) }, nil
+}
+
+// gone marks the container as not running after an operation found it so.
+func (s *Sandbox) gone(ctx context.Context) {
+	b := s.b
+	if b.acquireLock(ctx) != nil {
+		return
+	}
+	b.running = false
+	b.closeOpsLocked()
+	b.unlock()
+}
+
+// do runs op, restarting the container and retrying once when it was found
+// stopped before anything ran.
+func do[T any](ctx context.Context, s *Sandbox, op func(sandboxOps) (T, error)) (T, error) {
+	for attempt := 0; ; attempt++ {
+		ops, done, err := s.use(ctx)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		v, err := op(ops)
+		done()
+		if errors.Is(err, errContainerGone) && attempt == 0 {
+			s.gone(ctx)
+			continue
+		}
+		return v, err
+	}
+}
+
+// Exec runs a program in the sandbox.
+func (s *Sandbox) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error) {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		return conch.ExecResult{}, conch.Errorf(conch.KindInvalid, "exec: no program given")
+	}
+	if req.Stdin != nil {
+		// Stdin can be read once: no retry after a restart.
+		ops, done, err := s.use(ctx)
+		if err != nil {
+			return conch.ExecResult{}, err
+		}
+		defer done()
+		return ops.Exec(ctx, req)
+	}
+	return do(ctx, s, func(o sandboxOps) (conch.ExecResult, error) { return o.Exec(ctx, req) })
+}
+
+// ReadFile reads at most limit bytes of a file (limit <= 0: the whole file).
+func (s *Sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	return do(ctx, s, func(o sandboxOps) ([]byte, error) { return o.ReadFile(ctx, path, limit) })
+}
+
+// WriteFile writes a file, creating its directory.
+func (s *Sandbox) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
+	_, err := do(ctx, s, func(o sandboxOps) (struct{}, error) { return struct{}{}, o.WriteFile(ctx, path, data, mode) })
+	return err
+}
+
+// ListFiles lists a directory.
+func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]conch.FileInfo, error) {
+	return do(ctx, s, func(o sandboxOps) ([]conch.FileInfo, error) { return o.ListFiles(ctx, path) })
+}
+
+// DialAgent starts `conch sandbox-agent` in the container over one exec and
+// returns its stdio: writes go to the agent's stdin, reads come from its
+// stdout (stderr is logged). The agent client calls it to (re)connect.
+func (s *Sandbox) DialAgent(ctx context.Context) (io.ReadWriteCloser, error) {
+	return s.rt.dialAgent(ctx, s.ID(), s.b.name)
+}
+
+// EngineExec runs one program as its own Engine API exec, bypassing the
+// agent: the baseline the agent is measured against.
+func (s *Sandbox) EngineExec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error) {
+	if _, done, err := s.use(ctx); err != nil {
+		return conch.ExecResult{}, err
+	} else {
+		done()
+	}
+	return (&engineOps{rt: s.rt, id: s.ID(), oomBase: -1}).Exec(ctx, req)
+}
+
+// CheckStatic reports an error unless path is a statically linked ELF
+// executable, which is what runs inside any sandbox image.
+func CheckStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked; build it with CGO_ENABLED=0 or set sandbox.agent_binary to a static conch", path)
+		}
+	}
+	return nil
+}
