@@ -1,0 +1,328 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"conch"
+)
+
+// Defaults of the bash tool.
+const (
+	DefaultBashTimeout     = 2 * time.Minute
+	DefaultBashOutputLimit = 20000
+	// MaxCommandBytes is the longest command line accepted.
+	MaxCommandBytes = 64 << 10
+)
+
+// BashOptions configures the bash tool.
+type BashOptions struct {
+	// Allow lists the programs argv[0] may name: bare names ("git") match a
+	// bare argv[0], paths ("/usr/bin/python3") match exactly. Empty allows
+	// every program.
+	Allow []string
+	// Timeout is the default and the longest run a call may ask for; 0
+	// means DefaultBashTimeout.
+	Timeout time.Duration
+	// OutputLimit is how many bytes of output the model sees: all of it when
+	// shorter, else the first and the last half; 0 means
+	// DefaultBashOutputLimit.
+	OutputLimit int
+	// Auditor, if set, records every execution (kind "exec") and every
+	// program refused by Allow (kind "exec_refused"). If it fails, the turn
+	// ends: nothing runs unaudited.
+	Auditor conch.AuditStore
+	// Now is the clock of audit events; nil means time.Now.
+	Now func() time.Time
+}
+
+// Bash is the tool `bash`: it runs one program in the conversation's
+// sandbox. The command line is split into words with shell quoting rules
+// and run WITHOUT a shell.
+type Bash struct {
+	opts  BashOptions
+	allow map[string]bool
+}
+
+var _ conch.Tool = (*Bash)(nil)
+
+// NewBash returns the bash tool.
+func NewBash(opts BashOptions) *Bash {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultBashTimeout
+	}
+	if opts.OutputLimit <= 0 {
+		opts.OutputLimit = DefaultBashOutputLimit
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	b := &Bash{opts: opts}
+	if len(opts.Allow) > 0 {
+		b.allow = make(map[string]bool, len(opts.Allow))
+		for _, p := range opts.Allow {
+			b.allow[p] = true
+		}
+	}
+	return b
+}
+
+// Spec implements conch.Tool.
+func (b *Bash) Spec() conch.ToolSpec {
+	desc := "Run one program in your computer (a Linux container; the working directory is /workspace, which persists). " +
+		"The command is split into words like a shell does (single and double quotes and backslashes work), but it runs " +
+		"WITHOUT a shell: pipes, redirects, &&, ||, ;, &, backticks, $(...), $VARIABLES, unquoted globs (*.go) and ~ are " +
+		"refused. Run steps as separate calls, or write a script with write_file and run it (e.g. `bash build.sh`). " +
+		"NAME=value before the program sets an environment variable for it. stdout and stderr come back together with " +
+		fmt.Sprintf("the exit code; long output shows its beginning and end (%d bytes in all). ", b.opts.OutputLimit) +
+		fmt.Sprintf("A run is killed after %s, or sooner with timeout_seconds.", b.opts.Timeout)
+	if len(b.opts.Allow) > 0 {
+		desc += " Allowed programs: " + strings.Join(b.opts.Allow, ", ") + "."
+	}
+	params := fmt.Sprintf(`{"type":"object","properties":{`+
+		`"command":{"type":"string","description":"the program and its arguments, e.g. git status --short"},`+
+		`"timeout_seconds":{"type":"integer","minimum":1,"maximum":%d,"description":"kill the program after this many seconds (default and maximum %d)"},`+
+		`"workdir":{"type":"string","description":"working directory, relative to /workspace or absolute under /workspace or /tmp (default /workspace)"}},`+
+		`"required":["command"],"additionalProperties":false}`, int(b.opts.Timeout.Seconds()), int(b.opts.Timeout.Seconds()))
+	return conch.ToolSpec{Name: "bash", Description: desc, Parameters: json.RawMessage(params)}
+}
+
+type bashArgs struct {
+	Command        string  `json:"command"`
+	TimeoutSeconds float64 `json:"timeout_seconds"`
+	Workdir        string  `json:"workdir"`
+}
+
+// Run implements conch.Tool.
+func (b *Bash) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
+	var args bashArgs
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return conch.ToolFail(`bash needs {"command": string}: ` + err.Error()), nil
+	}
+	if n := len(args.Command); n > MaxCommandBytes {
+		return conch.ToolFail(fmt.Sprintf("the command is %d bytes long; at most %d. Put long content in a file with write_file and pass the file name.", n, MaxCommandBytes)), nil
+	}
+	cmd, err := SplitCommand(args.Command)
+	if err != nil {
+		return conch.ToolFail(b.refusal(err)), nil
+	}
+	if msg := b.checkAllowed(cmd); msg != "" {
+		if b.opts.Auditor != nil {
+			if err := audit(ctx, b.opts.Auditor, b.opts.Now(), "exec_refused", env.Conversation, map[string]any{
+				"tool": "bash", "argv": cmd.Argv, "reason": msg,
+			}); err != nil {
+				return conch.ToolOutput{}, fmt.Errorf("bash: %w", err)
+			}
+		}
+		return conch.ToolFail(msg), nil
+	}
+	dir := workspaceDir
+	if args.Workdir != "" {
+		var msg string
+		if dir, msg = sandboxPath(args.Workdir); msg != "" {
+			return conch.ToolFail("workdir: " + msg), nil
+		}
+	}
+	timeout := b.opts.Timeout
+	switch {
+	case math.IsNaN(args.TimeoutSeconds) || args.TimeoutSeconds < 0:
+		return conch.ToolFail("timeout_seconds must be a positive number"), nil
+	case args.TimeoutSeconds > 0:
+		timeout = min(timeout, time.Duration(args.TimeoutSeconds*float64(time.Second)))
+		timeout = max(timeout, time.Second)
+	}
+	sb, out, err := sandbox(ctx, env, "bash")
+	if out != nil || err != nil {
+		return deref(out), err
+	}
+
+	tail := &tailBuffer{max: b.opts.OutputLimit / 2}
+	res, err := sb.Exec(ctx, conch.ExecRequest{
+		Argv:        cmd.Argv,
+		Env:         cmd.Env,
+		Dir:         dir,
+		Timeout:     timeout,
+		OutputLimit: b.opts.OutputLimit,
+		OnOutput:    tail.write,
+	})
+	if b.opts.Auditor != nil {
+		if aerr := b.audit(ctx, env, sb.ID(), cmd, dir, res, tail.total, err); aerr != nil {
+			return conch.ToolOutput{}, fmt.Errorf("bash: %w", aerr)
+		}
+	}
+	if err != nil {
+		return sandboxFailure("bash", err)
+	}
+	if res.Stopped == conch.StoppedCanceled && ctx.Err() != nil {
+		return conch.ToolOutput{}, fmt.Errorf("bash: %w", ctx.Err())
+	}
+	return conch.ToolOutput{
+		Content: formatExec(res, tail, b.opts.OutputLimit, timeout),
+		IsError: res.ExitCode != 0 || res.Stopped != conch.StoppedNone,
+	}, nil
+}
+
+func (b *Bash) checkAllowed(cmd Command) string {
+	if b.allow == nil {
+		return ""
+	}
+	prog := cmd.Argv[0]
+	if !b.allow[prog] {
+		return fmt.Sprintf("refused: %s is not an allowed program here. Allowed programs: %s.", prog, strings.Join(b.opts.Allow, ", "))
+	}
+	for _, kv := range cmd.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "PATH" || name == "BASH_ENV" || name == "ENV" || strings.HasPrefix(name, "LD_") {
+			return fmt.Sprintf("refused: with a list of allowed programs, a command may not set %s", name)
+		}
+	}
+	return ""
+}
+
+// refusal explains a command line that cannot run without a shell.
+func (b *Bash) refusal(err error) string {
+	se, ok := err.(*ShellError)
+	if !ok {
+		return "cannot run the command: " + err.Error()
+	}
+	script := " Run the steps as separate bash calls, or write them into a script with write_file and run it with `bash script.sh`."
+	if b.allow != nil && !b.allow["bash"] {
+		script = " Run the steps as separate bash calls (bash itself is not among the allowed programs here, so scripts cannot be run with it)."
+	}
+	switch se.Kind {
+	case ShellOperator, ShellSubstitution:
+		msg := "refused: " + se.Msg + ". Commands run directly, without a shell, so pipes, redirects, &&, ||, ;, &, backticks and $(...) are not available."
+		switch {
+		case se.Token == "2>&1":
+			msg += " stdout and stderr already come back together: drop 2>&1."
+		case strings.Contains(se.Token, ">"):
+			msg += " To save output in a file, use write_file or a script."
+		}
+		return msg + script
+	case ShellExpansion:
+		return "refused: " + se.Msg + ". There is no shell to expand variables: write the value itself, or use single quotes if the program should see a literal $."
+	case ShellGlob:
+		return "refused: " + se.Msg + ". There is no shell to expand patterns: quote the pattern if the program should receive it as is (e.g. find . -name '*.go'), or look with list_files."
+	case ShellTilde:
+		return "refused: " + se.Msg + ". Use /workspace or an absolute path instead."
+	case ShellQuote:
+		return "cannot parse the command: " + se.Msg + ". Close the quote, or escape a literal quote with a backslash."
+	}
+	return "cannot run the command: " + se.Msg + "."
+}
+
+func (b *Bash) audit(ctx context.Context, env conch.ToolEnv, containerID string, cmd Command, dir string, res conch.ExecResult, outBytes int64, execErr error) error {
+	envNames := make([]string, 0, len(cmd.Env))
+	for _, kv := range cmd.Env {
+		name, _, _ := strings.Cut(kv, "=")
+		envNames = append(envNames, name)
+	}
+	detail := map[string]any{
+		"tool":           "bash",
+		"container_id":   containerID,
+		"argv":           cmd.Argv,
+		"env":            envNames,
+		"dir":            dir,
+		"duration_ms":    res.Duration.Milliseconds(),
+		"exit_code":      res.ExitCode,
+		"truncated":      res.Truncated,
+		"stopped_reason": string(res.Stopped),
+		"output_bytes":   outBytes,
+	}
+	if execErr != nil {
+		detail["exit_code"] = -1
+		detail["error"] = execErr.Error()
+	}
+	return audit(ctx, b.opts.Auditor, b.opts.Now(), "exec", env.Conversation, detail)
+}
+
+// formatExec renders a result for the model: a status line, then the
+// output, or its head and tail when it was longer than limit.
+func formatExec(res conch.ExecResult, tail *tailBuffer, limit int, timeout time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit code %d · %s", res.ExitCode, fmtDuration(res.Duration))
+	switch res.Stopped {
+	case conch.StoppedTimeout:
+		fmt.Fprintf(&b, "\nkilled: it ran longer than the %s timeout (the program and everything it started were stopped)", timeout)
+	case conch.StoppedOutput:
+		fmt.Fprintf(&b, "\nkilled: it printed more output than allowed (%d bytes)", tail.total)
+	case conch.StoppedOOM:
+		b.WriteString("\nkilled: the sandbox ran out of memory")
+	case conch.StoppedCanceled:
+		b.WriteString("\nkilled: the run was canceled")
+	}
+	out := res.Output
+	switch {
+	case len(out) == 0 && tail.total == 0:
+		b.WriteString("\n(no output)")
+		return b.String()
+	case tail.total <= int64(limit) && !res.Truncated:
+		b.WriteString("\n\n")
+		b.WriteString(strings.ToValidUTF8(string(out), "\uFFFD"))
+		return b.String()
+	case tail.total < int64(len(out)):
+		// The sandbox did not stream output: only the head is known.
+		fmt.Fprintf(&b, "\noutput truncated: showing the first %d bytes\n\n", len(out))
+		b.WriteString(strings.ToValidUTF8(cutValid(string(out), len(out)), "\uFFFD"))
+		return b.String()
+	}
+	headN := min(len(out), limit-limit/2)
+	head := cutValid(string(out), headN)
+	t := tail.bytes()
+	tailText := string(t)
+	// Skip a partial UTF-8 sequence at the start of the tail.
+	for i := 0; i < 3 && len(tailText) > 0 && !startsValid(tailText); i++ {
+		tailText = tailText[1:]
+	}
+	omitted := tail.total - int64(len(head)) - int64(len(tailText))
+	fmt.Fprintf(&b, "\noutput truncated: %d bytes in all; showing the first %d and the last %d\n\n", tail.total, len(head), len(tailText))
+	b.WriteString(strings.ToValidUTF8(head, "\uFFFD"))
+	fmt.Fprintf(&b, "\n[… %d bytes omitted …]\n", omitted)
+	b.WriteString(strings.ToValidUTF8(tailText, "\uFFFD"))
+	return b.String()
+}
+
+func startsValid(s string) bool {
+	return len(s) > 0 && (s[0] < 0x80 || s[0] >= 0xC0)
+}
+
+func fmtDuration(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// tailBuffer keeps the last max bytes of a stream and counts all of it.
+type tailBuffer struct {
+	max   int
+	buf   []byte
+	total int64
+}
+
+func (t *tailBuffer) write(p []byte) {
+	t.total += int64(len(p))
+	if t.max <= 0 {
+		return
+	}
+	if len(p) >= t.max {
+		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
+		return
+	}
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2*t.max {
+		t.buf = slices.Clone(t.buf[len(t.buf)-t.max:])
+	}
+}
+
+func (t *tailBuffer) bytes() []byte {
+	if len(t.buf) > t.max {
+		return t.buf[len(t.buf)-t.max:]
+	}
+	return t.buf
+}
