@@ -132,3 +132,48 @@ func BenchmarkOutputThroughput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPingUnderLoad measures the round trip of a small request while
+// another exec streams output as fast as it can on the same stream, against
+// idle pings measured in the same run: the head-of-line cost.
+func BenchmarkPingUnderLoad(b *testing.B) {
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) {
+			h := tr.new(b, b.TempDir())
+			ctx := context.Background()
+			var idle latencies
+			for range 500 {
+				t0 := time.Now()
+				if _, err := h.Ping(ctx); err != nil {
+					b.Fatal(err)
+				}
+				idle = append(idle, time.Since(t0))
+			}
+			loadCtx, stop := context.WithCancel(ctx)
+			var streamed int64
+			loadDone := make(chan struct{})
+			go func() {
+				defer close(loadDone)
+				h.Exec(loadCtx, conch.ExecRequest{
+					Argv:     []string{"cat", "/dev/zero"},
+					OnOutput: func(p []byte) { streamed += int64(len(p)) },
+				})
+			}()
+			var lat latencies
+			start := time.Now()
+			for b.Loop() {
+				t0 := time.Now()
+				if _, err := h.Ping(ctx); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			el := time.Since(start)
+			stop()
+			<-loadDone
+			lat.report(b)
+			b.ReportMetric(float64(lat.pct(0.5))/float64(idle.pct(0.5)), "x-idle-p50")
+			b.ReportMetric(float64(streamed)/el.Seconds()/1e6, "load-MB/s")
+		})
+	}
+}

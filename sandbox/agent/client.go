@@ -394,14 +394,19 @@ func (s *session) failure() error {
 	return s.err
 }
 
-// forget drops a call, whatever state it is in.
+// forget drops a call, whatever state it is in. A call abandoned before
+// its result is canceled on the agent, so the agent's side ends too.
 func (s *session) forget(st *cstream) {
 	s.mu.Lock()
-	if s.streams != nil {
+	_, pending := s.streams[st.id]
+	if pending {
 		delete(s.streams, st.id)
 	}
 	s.mu.Unlock()
 	st.out.close()
+	if pending {
+		_ = s.fw.write(st.id, frameCancel, nil)
+	}
 }
 
 // sendAll writes data then an eof, within the window.
