@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/sandbox/agent"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -25,16 +25,17 @@ import (
 // DefaultOutputLimit caps ExecResult.Output when the request sets no limit.
 const DefaultOutputLimit = 256 << 10
 
-// newOps returns the operations of b's container: through the in-sandbox
+// newOps returns the operations of container id: through the in-sandbox
 // agent when an agent binary is configured, else one engine exec each.
-func (r *Runtime) newOps(b *box) (sandboxOps, error) {
-	if r.opts.AgentBinary != "" && r.newAgent != nil {
-		id, name := b.id, b.name
-		return r.newAgent(func(ctx context.Context) (io.ReadWriteCloser, error) {
-			return r.dialAgent(ctx, id, name)
-		})
+func (r *Runtime) newOps(id, name string) sandboxOps {
+	if r.opts.AgentBinary == "" {
+		return &engineOps{rt: r, id: id, oomBase: -1}
 	}
-	return &engineOps{rt: r, id: b.id, oomBase: -1}, nil
+	a := &agentOps{oomBase: -1}
+	a.Client = agent.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		return r.dialAgent(ctx, id, name)
+	}, agent.ClientOptions{ID: id, ConfirmOOM: a.confirmOOM})
+	return a
 }
 
 // dialAgent starts the agent in container id over one exec.
@@ -314,15 +315,12 @@ func (e *engineOps) kill(ctx context.Context, pid int) {
 // oomKills reads the container's cgroup oom_kill counter (v2 memory.events
 // or v1 memory.oom_control).
 func (e *engineOps) oomKills(ctx context.Context) (int64, error) {
-	out, _, _, err := e.run(ctx, []string{"cat", "/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}, nil, 64<<10)
+	out, _, _, err := e.run(ctx, append([]string{"cat"}, oomCounterFiles...), nil, 64<<10)
 	if err != nil {
 		return -1, err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		}
+	if n, ok := parseOOMKill(out); ok {
+		return n, nil
 	}
 	return -1, errors.New("no oom_kill counter in the container's memory cgroup")
 }

@@ -229,12 +229,29 @@ func (r *Runtime) FillPool(ctx context.Context) error {
 		}
 		id, err := r.createContainer(ctx, name, name, img, labels)
 		if err != nil {
-			_ = r.removeVolume(context.WithoutCancel(ctx), name)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			_ = r.removeVolume(rctx, name)
+			cancel()
 			return err
 		}
+		ops := r.newOps(id, name)
+		if a, ok := ops.(*agentOps); ok {
+			if _, err := a.Ping(ctx); err != nil {
+				_ = a.Close()
+				_ = r.removeOrphan(context.WithoutCancel(ctx), id, name, name, conch.ConversationKey{}, "agent did not start")
+				return fmt.Errorf("warm pool: start agent in %s: %w", name, err)
+			}
+		}
 		r.mu.Lock()
-		r.pool = append(r.pool, poolEntry{name: name, id: id})
+		closed := r.closed
+		if !closed {
+			r.pool = append(r.pool, poolEntry{name: name, id: id, ops: ops})
+		}
 		r.mu.Unlock()
+		if closed {
+			_ = ops.Close()
+			return nil
+		}
 	}
 }
 
@@ -261,6 +278,9 @@ func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err erro
 
 		ins, err := r.api.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
 		if err != nil || ins.Container.State == nil || !ins.Container.State.Running {
+			if p.ops != nil {
+				_ = p.ops.Close()
+			}
 			if err == nil || cerrdefs.IsNotFound(err) {
 				_ = r.removeOrphan(ctx, p.id, p.name, p.name, conch.ConversationKey{}, "pool container not running")
 				continue
@@ -275,6 +295,8 @@ func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err erro
 			return false, err
 		}
 		b.id, b.running, b.volume = p.id, true, vol
+		b.closeOpsLocked()
+		b.ops = p.ops
 		r.log.Info("sandbox assigned from warm pool", "conversation", b.key.String(), "container", b.name, "id", shortID(p.id))
 		r.audit(ctx, "sandbox_create", b.key, map[string]any{"container": b.name, "id": p.id, "volume": vol,
 			"image": labelOf(ins.Container, LabelImageHash), "engine": r.info.Engine, "profile": r.specHash, "pool": true})

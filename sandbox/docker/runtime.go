@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -93,8 +92,6 @@ type Runtime struct {
 	specHash string
 	api      *client.Client
 	info     Info
-	// newAgent makes the agent client of one container from its dial func.
-	newAgent func(dial func(context.Context) (io.ReadWriteCloser, error)) (sandboxOps, error)
 	log      *slog.Logger
 	reg      *registry
 
@@ -134,6 +131,9 @@ type box struct {
 
 type poolEntry struct {
 	name, id string
+	// ops is the pool container's agent, started ahead so that the first
+	// command of a conversation does not wait for it.
+	ops sandboxOps
 }
 
 var _ conch.Runtime = (*Runtime)(nil)
@@ -239,6 +239,8 @@ func (r *Runtime) Close() error {
 		return nil
 	}
 	r.closed = true
+	pool := r.pool
+	r.pool = nil
 	boxes := make([]*box, 0, len(r.boxes))
 	for _, b := range r.boxes {
 		boxes = append(boxes, b)
@@ -246,6 +248,11 @@ func (r *Runtime) Close() error {
 	r.mu.Unlock()
 	r.stop()
 	r.wg.Wait()
+	for _, p := range pool {
+		if p.ops != nil {
+			_ = p.ops.Close()
+		}
+	}
 	for _, b := range boxes {
 		b.lock <- struct{}{}
 		b.closeOpsLocked()
@@ -496,6 +503,12 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	}
 	res, err := r.api.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
+		if ctx.Err() != nil {
+			// The engine may have created it before noticing the cancel.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_, _ = r.api.ContainerRemove(rctx, name, client.ContainerRemoveOptions{Force: true})
+		}
 		return "", r.engineErr("create sandbox "+name, err)
 	}
 	id = res.ID
@@ -549,6 +562,12 @@ func (r *Runtime) removeContainer(ctx context.Context, id string, key conch.Conv
 
 func (r *Runtime) removeVolume(ctx context.Context, name string) error {
 	_, err := r.api.VolumeRemove(ctx, name, client.VolumeRemoveOptions{Force: true})
+	if cerrdefs.IsConflict(err) {
+		// In use by a container we do not track (one being created as we
+		// look); the next reconcile sees it settled.
+		r.log.Info("volume in use, not removed", "volume", name)
+		return nil
+	}
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.engineErr("remove workspace volume "+name, err)
 	}
@@ -707,4 +726,3 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
-

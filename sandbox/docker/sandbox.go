@@ -67,9 +67,7 @@ func (s *Sandbox) use(ctx context.Context) (ops sandboxOps, done func(), err err
 		return nil, nil, err
 	}
 	if b.ops == nil {
-		if b.ops, err = r.newOps(b); err != nil {
-			return nil, nil, err
-		}
+		b.ops = r.newOps(b.id, b.name)
 	}
 	id := b.id
 	s.id.Store(&id)

@@ -1,28 +1,31 @@
 package docker_test
 
 import (
+	"strings"
 	"testing"
 
 	"conch/internal/testenv/engine"
+	"conch/sandbox/docker"
 )
 
-func TestSmoke(t *testing.T) {
+func TestInfo(t *testing.T) {
 	engine.Each(t, func(t *testing.T, eng *engine.Engine) {
 		rt := newRuntime(t, eng, nil)
 		ctx := ctxT(t)
-		if err := rt.Reconcile(ctx); err != nil {
-			t.Fatalf("Reconcile: %v", err)
-		}
 		info, err := rt.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("info: %+v", info)
-		sb, err := rt.Sandbox(ctx, key("!smoke:example.org"))
-		if err != nil {
-			t.Fatalf("Sandbox: %v", err)
+		if info.Engine != eng.Name || info.Version == "" || !strings.HasPrefix(info.APIVersion, "1.") {
+			t.Errorf("got %+v, want engine %s with a version and an API version 1.x", info, eng.Name)
 		}
-		res := run(t, sb, "sh", "-c", "id; ps -o pid,pgid,sid,comm; cat /proc/self/status | grep Cap; ls /sys/fs/cgroup /sys/fs/cgroup/memory | head -50; cat /sys/fs/cgroup/memory/memory.oom_control; ulimit -a")
-		t.Logf("exit %d stopped %q output:\n%s", res.ExitCode, res.Stopped, res.Output)
+		probed, err := docker.Probe(ctx, eng.Host, "auto")
+		if err != nil || probed.Engine != eng.Name {
+			t.Errorf("Probe: got %+v, %v; want engine %s", probed, err, eng.Name)
+		}
+		other := map[string]string{"docker": "podman", "podman": "docker"}[eng.Name]
+		if _, err := docker.Probe(ctx, eng.Host, other); err == nil {
+			t.Errorf("Probe with engine %s at a %s socket: got no error", other, eng.Name)
+		}
 	})
 }
