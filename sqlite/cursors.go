@@ -1,0 +1,44 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"conch"
+)
+
+const (
+	sqlCursor    = `SELECT value FROM cursors WHERE name = ?`
+	sqlSetCursor = `INSERT INTO cursors (name, value, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
+)
+
+// Cursor returns the named channel position, "" when none is stored.
+func (d *DB) Cursor(ctx context.Context, name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("cursor: %w", conch.Errorf(conch.KindInvalid, "cursor name is empty"))
+	}
+	var v string
+	err := d.r.QueryRowContext(ctx, sqlCursor, name).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("cursor %q: %w", name, err)
+	}
+	return v, nil
+}
+
+// SetCursor stores the named channel position. Storing "" is the same as
+// having none.
+func (d *DB) SetCursor(ctx context.Context, name, value string) error {
+	if name == "" {
+		return fmt.Errorf("set cursor: %w", conch.Errorf(conch.KindInvalid, "cursor name is empty"))
+	}
+	if _, err := d.w.ExecContext(ctx, sqlSetCursor, name, value, millis(d.now())); err != nil {
+		return fmt.Errorf("set cursor %q: %w", name, err)
+	}
+	return nil
+}

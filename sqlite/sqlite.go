@@ -1,0 +1,314 @@
+// Package sqlite is conch's persistent state: a conch.Store over one SQLite
+// file (modernc.org/sqlite, pure Go, WAL).
+//
+// # Schema
+//
+// The schema lives in migrations/NNNN_what.sql, embedded in the binary and
+// applied in order at Open, each in its own transaction together with the
+// PRAGMA user_version bump. A later package that needs tables (sandboxes,
+// terminals, …) adds the next numbered file here; nothing else changes. A file
+// whose first line is "-- conch:foreign-keys=off" runs with foreign keys off
+// (for table rebuilds) and is checked with PRAGMA foreign_key_check before it
+// commits. A database whose user_version is above the newest embedded
+// migration is refused with ErrSchemaTooNew.
+//
+// # Connections
+//
+// A file database has one writer connection (every Store change, BEGIN
+// IMMEDIATE, so writers never deadlock on a lock upgrade) and a pool of
+// reader connections (History, Facts, …; WAL lets them read while a write is
+// in progress). An in-memory database (":memory:") has exactly one connection,
+// shared by all.
+//
+// # Sharing the file
+//
+// SQL returns a *sql.DB on the same database for packages that keep their own
+// tables (for example the Matrix crypto store). For a file database it is a
+// multi-connection pool with the same pragmas (WAL, busy_timeout, foreign
+// keys) whose transactions BEGIN IMMEDIATE. mautrix's store takes it as
+//
+//	dbutil.NewWithDB(db.SQL(), "sqlite") // go.mau.fi/util/dbutil
+//
+// dbutil maps any dialect name starting with "sqlite" to its SQLite dialect,
+// and modernc binds the $1-style parameters dbutil writes. dbutil versions
+// its tables in its own table (crypto_version), independent of
+// PRAGMA user_version, which belongs to this package.
+//
+// With ":memory:" SQL returns the single connection's pool: holding a
+// transaction open on it blocks the Store until it ends.
+//
+// Times are stored as UTC unix milliseconds and come back in UTC, truncated
+// to the millisecond.
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"conch"
+)
+
+// driverName is the database/sql driver modernc.org/sqlite registers.
+const driverName = "sqlite"
+
+// MemoryPath opens a private in-memory database.
+const MemoryPath = ":memory:"
+
+// Sync is SQLite's PRAGMA synchronous for a WAL database.
+type Sync string
+
+const (
+	// SyncFull syncs the WAL on every commit: a change that returned survives
+	// a power loss. The default, because AddInbound promises durability to
+	// channels that then acknowledge the message to its sender.
+	SyncFull Sync = "FULL"
+	// SyncNormal syncs only at checkpoints: a change that returned survives a
+	// crash of conch (SIGKILL) but the last ones may be lost on power loss.
+	// The database stays consistent either way.
+	SyncNormal Sync = "NORMAL"
+)
+
+// Option changes how Open sets up the database.
+type Option func(*options)
+
+type options struct {
+	now         func() time.Time
+	sync        Sync
+	busyTimeout time.Duration
+	readers     int
+}
+
+// WithClock sets the clock that stamps created_at, updated_at and friends.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithSync sets PRAGMA synchronous (default SyncFull).
+func WithSync(s Sync) Option { return func(o *options) { o.sync = s } }
+
+// WithBusyTimeout sets how long a connection waits for a lock held by
+// another connection or process (default 10 s).
+func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
+
+// WithReaders sets the size of the reader pool of a file database
+// (default max(4, GOMAXPROCS)).
+func WithReaders(n int) Option { return func(o *options) { o.readers = n } }
+
+// DB is the SQLite store. It implements conch.Store; all methods are safe for
+// concurrent use.
+type DB struct {
+	w    *sql.DB // the writer: one connection
+	r    *sql.DB // readers and SQL(); the same as w for :memory:
+	now  func() time.Time
+	path string
+}
+
+var _ conch.Store = (*DB)(nil)
+
+// Open opens (creating if needed) the database at path, or a private
+// in-memory database when path is ":memory:", and migrates it to the newest
+// schema.
+func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
+	o := options{now: time.Now, sync: SyncFull, busyTimeout: 10 * time.Second, readers: max(4, runtime.GOMAXPROCS(0))}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case path == "":
+		return nil, conch.Errorf(conch.KindInvalid, "open database: path is empty (use a file name or %q)", MemoryPath)
+	case o.sync != SyncFull && o.sync != SyncNormal:
+		return nil, conch.Errorf(conch.KindInvalid, "open database: synchronous mode %q is not FULL or NORMAL", o.sync)
+	case o.busyTimeout < 0 || o.readers < 1:
+		return nil, conch.Errorf(conch.KindInvalid, "open database: busy timeout must be >= 0 and readers >= 1")
+	case o.now == nil:
+		return nil, conch.Errorf(conch.KindInvalid, "open database: clock is nil")
+	}
+	d := &DB{now: o.now, path: path}
+	var err error
+	if path == MemoryPath {
+		// One connection, never closed while the DB lives: every connection to
+		// ":memory:" would be a database of its own.
+		d.w, err = openPool(MemoryPath, o, false, 1)
+		d.r = d.w
+	} else {
+		var abs string
+		abs, err = filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("open database %s: %w", path, err)
+		}
+		d.path = abs
+		if d.w, err = openPool(fileURI(abs), o, true, 1); err == nil {
+			d.r, err = openPool(fileURI(abs), o, false, o.readers)
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if err := d.setup(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// openPool opens a database/sql pool whose every connection carries the
+// pragmas. Only the writer switches the file to WAL (it persists in the file).
+func openPool(name string, o options, wal bool, conns int) (*sql.DB, error) {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	if wal {
+		q.Add("_pragma", "journal_mode(WAL)")
+	}
+	q.Add("_pragma", "synchronous("+string(o.sync)+")")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open(driverName, name+"?"+q.Encode())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return db, nil
+}
+
+// fileURI turns an absolute path into a SQLite URI, escaping '?', '#' and '%'
+// so that any file name works.
+func fileURI(abs string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
+}
+
+func (d *DB) setup(ctx context.Context) error {
+	ms, err := loadMigrations(migrationFS)
+	if err != nil {
+		return err
+	}
+	conn, err := d.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var mode string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return fmt.Errorf("read journal mode: %w", err)
+	}
+	if d.path != MemoryPath && mode != "wal" {
+		return fmt.Errorf("journal mode is %q, want wal", mode)
+	}
+	if err := migrate(ctx, conn, ms); err != nil {
+		return err
+	}
+	// For ":memory:" the reader is the writer: give the connection back first.
+	if err := conn.Close(); err != nil {
+		return err
+	}
+	return d.r.PingContext(ctx)
+}
+
+// SQL returns a pool on the same database for packages that keep their own
+// tables in it; see the package documentation. It is closed by Close.
+func (d *DB) SQL() *sql.DB { return d.r }
+
+// Path returns the absolute path of the database file, or ":memory:".
+func (d *DB) Path() string { return d.path }
+
+// Close closes the database. The WAL is checkpointed by SQLite when the last
+// connection closes.
+func (d *DB) Close() error {
+	var errs []error
+	if d.r != nil && d.r != d.w {
+		errs = append(errs, d.r.Close())
+	}
+	if d.w != nil {
+		errs = append(errs, d.w.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close database: %w", err)
+	}
+	return nil
+}
+
+// write runs fn in one IMMEDIATE transaction on the writer connection.
+func (d *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := d.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// millis is how times are stored.
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMillis is how times are read back.
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// nullMillis stores the zero time as NULL.
+func nullMillis(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+func fromNullMillis(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromMillis(n.Int64)
+}
+
+// normTime is what a time becomes after a round trip through the store.
+func normTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return fromMillis(millis(t))
+}
+
+// isForeignKeyError reports whether err is a foreign key violation.
+func isForeignKeyError(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// jsonObject checks that raw is a JSON object; empty means {}.
+func jsonObject(what string, raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "{}", nil
+	}
+	if !json.Valid(raw) {
+		return "", conch.Errorf(conch.KindInvalid, "%s is not valid JSON", what)
+	}
+	if t := bytes.TrimLeft(raw, " \t\r\n"); t[0] == '{' {
+		return string(raw), nil
+	}
+	return "", conch.Errorf(conch.KindInvalid, "%s is not a JSON object", what)
+}
+
+func validKey(k conch.ConversationKey) error {
+	switch {
+	case k.Channel == "" && k.ID == "":
+		return conch.Errorf(conch.KindInvalid, "conversation key is empty")
+	case k.Channel == "":
+		return conch.Errorf(conch.KindInvalid, "conversation key %q has no channel", k.String())
+	case k.ID == "":
+		return conch.Errorf(conch.KindInvalid, "conversation key %q has no id", k.String())
+	}
+	return nil
+}

@@ -1,0 +1,470 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"conch"
+)
+
+// Reasons the store itself writes into turns.stopped_reason.
+const (
+	// ReasonReset marks turns cancelled by ResetConversation.
+	ReasonReset = "reset"
+)
+
+const (
+	sqlFindConversation = `SELECT id, generation FROM conversations WHERE channel = ? AND key_id = ?`
+	sqlAddConversation  = `INSERT INTO conversations (channel, key_id, created_at) VALUES (?, ?, ?) RETURNING id, generation`
+	sqlConversations    = `SELECT channel, key_id FROM conversations ORDER BY channel, key_id`
+
+	sqlAddTurn = `INSERT INTO turns (conversation_id, generation, channel, external_id, sender, sender_name,
+		thread_subject, thread_references, received_at, status, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING id`
+	sqlAddUserMessage = `INSERT INTO messages (conversation_id, turn_id, generation, role, text, created_at)
+		VALUES (?, ?, ?, 'user', ?, ?)`
+
+	// sqlSelectTurn reads a whole conch.Turn; the inbound text is the turn's
+	// user message. Callers append a WHERE clause.
+	sqlSelectTurn = `SELECT t.id, c.channel, c.key_id, t.sender, t.sender_name, m.text, t.external_id,
+		t.thread_subject, t.thread_references, t.received_at, t.status, t.attempts, t.stopped_reason, t.created_at
+		FROM turns t
+		JOIN conversations c ON c.id = t.conversation_id
+		JOIN messages m ON m.turn_id = t.id AND m.role = 'user'`
+	sqlTurnByID         = sqlSelectTurn + ` WHERE t.id = ?`
+	sqlTurnByExternalID = sqlSelectTurn + ` WHERE t.channel = ? AND t.external_id = ? AND t.external_id != ''`
+	sqlUnfinishedTurns  = sqlSelectTurn + ` WHERE t.status IN ('pending', 'running') ORDER BY t.id`
+
+	sqlStartTurn = `UPDATE turns SET status = 'running', attempts = attempts + 1, started_at = ?
+		WHERE id = ? AND status IN ('pending', 'running')`
+	sqlFinishTurn = `UPDATE turns SET status = ?, stopped_reason = ?, finished_at = ? WHERE id = ?`
+
+	// sqlAppendMessage copies conversation and generation from the turn, so
+	// a message of a turn from before a reset stays hidden with its turn.
+	sqlAppendMessage = `INSERT INTO messages (conversation_id, turn_id, generation, role, text, tool_calls, tool_result, created_at)
+		SELECT conversation_id, id, generation, ?, ?, ?, ?, ? FROM turns WHERE id = ?`
+
+	// sqlHistory: the current generation only, turn by turn (the user message
+	// has the smallest id of its turn), and not the messages of turns that
+	// have not started: they are queued, not yet part of the conversation.
+	sqlHistory = `SELECT m.role, m.text, m.tool_calls, m.tool_result
+		FROM conversations c
+		JOIN messages m ON m.conversation_id = c.id AND m.generation = c.generation
+		JOIN turns t ON t.id = m.turn_id
+		WHERE c.channel = ? AND c.key_id = ? AND t.status != 'pending'
+		ORDER BY m.turn_id, m.id`
+
+	sqlRecordStep = `INSERT INTO agent_steps (turn_id, kind, detail, at) VALUES (?, ?, ?, ?)`
+	sqlSteps      = `SELECT turn_id, kind, detail, at FROM agent_steps WHERE turn_id = ? ORDER BY id`
+
+	sqlResetConversation = `UPDATE conversations SET generation = generation + 1, reset_at = ?
+		WHERE channel = ? AND key_id = ? RETURNING id`
+	sqlStopUnfinished = `UPDATE turns SET status = 'stopped', stopped_reason = ?, finished_at = ?
+		WHERE conversation_id = ? AND status IN ('pending', 'running')`
+)
+
+// AddInbound stores the message and a pending turn for it, durably: when it
+// returns nil the message survives a crash. A message whose (channel,
+// ExternalID) is already stored returns the existing turn and dup = true.
+// A zero ReceivedAt is stored as the current time.
+func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, dup bool, err error) {
+	if err := validKey(in.Key); err != nil {
+		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
+	}
+	if in.Sender == "" {
+		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", conch.Errorf(conch.KindInvalid, "message in %s has no sender", in.Key))
+	}
+	var refs string
+	if len(in.Thread.References) > 0 {
+		b, err := json.Marshal(in.Thread.References)
+		if err != nil {
+			return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
+		}
+		refs = string(b)
+	}
+	now := d.now()
+	if in.ReceivedAt.IsZero() {
+		in.ReceivedAt = now
+	}
+	err = d.write(ctx, func(tx *sql.Tx) error {
+		if in.ExternalID != "" {
+			t, err = scanTurn(tx.QueryRowContext(ctx, sqlTurnByExternalID, in.Key.Channel, in.ExternalID))
+			if err == nil {
+				dup = true
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		var convID, gen int64
+		err := tx.QueryRowContext(ctx, sqlFindConversation, in.Key.Channel, in.Key.ID).Scan(&convID, &gen)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = tx.QueryRowContext(ctx, sqlAddConversation, in.Key.Channel, in.Key.ID, millis(now)).Scan(&convID, &gen)
+		}
+		if err != nil {
+			return err
+		}
+		var id int64
+		if err := tx.QueryRowContext(ctx, sqlAddTurn, convID, gen, in.Key.Channel, in.ExternalID, in.Sender, in.SenderName,
+			in.Thread.Subject, refs, nullMillis(in.ReceivedAt), millis(now)).Scan(&id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, sqlAddUserMessage, convID, id, gen, in.Text, millis(now)); err != nil {
+			return err
+		}
+		in.ReceivedAt = normTime(in.ReceivedAt)
+		if len(in.Thread.References) == 0 {
+			in.Thread.References = nil
+		}
+		t = conch.Turn{ID: conch.TurnID(id), Key: in.Key, Inbound: in, Status: conch.TurnPending, CreatedAt: normTime(now)}
+		return nil
+	})
+	if err != nil {
+		return conch.Turn{}, false, fmt.Errorf("add inbound to %s: %w", in.Key, err)
+	}
+	return t, dup, nil
+}
+
+// StartTurn marks a pending or running turn running and counts an attempt.
+// A finished turn (done, stopped, abandoned) is not started again: the error
+// is of kind conch.KindInvalid and the Turn returned with it shows its state.
+func (d *DB) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error) {
+	var t conch.Turn
+	var finished bool
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, sqlStartTurn, millis(d.now()), id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		t, err = scanTurn(tx.QueryRowContext(ctx, sqlTurnByID, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
+		}
+		finished = err == nil && n == 0
+		return err
+	})
+	switch {
+	case err != nil:
+		return conch.Turn{}, fmt.Errorf("start turn %d: %w", id, err)
+	case finished:
+		what := string(t.Status)
+		if t.StoppedReason != "" {
+			what += " (" + t.StoppedReason + ")"
+		}
+		return t, fmt.Errorf("start turn %d: %w", id, conch.Errorf(conch.KindInvalid, "turn %d is already %s", id, what))
+	}
+	return t, nil
+}
+
+// FinishTurn records the end of a turn: status is done, stopped or abandoned.
+func (d *DB) FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnStatus, reason string) error {
+	switch status {
+	case conch.TurnDone, conch.TurnStopped, conch.TurnAbandoned:
+	default:
+		return fmt.Errorf("finish turn %d: %w", id, conch.Errorf(conch.KindInvalid, "status %q does not end a turn (want done, stopped or abandoned)", status))
+	}
+	res, err := d.w.ExecContext(ctx, sqlFinishTurn, status, reason, millis(d.now()), id)
+	if err != nil {
+		return fmt.Errorf("finish turn %d: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("finish turn %d: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("finish turn %d: %w", id, conch.Errorf(conch.KindNotFound, "turn %d does not exist", id))
+	}
+	return nil
+}
+
+// UnfinishedTurns lists pending and running turns, oldest first, with their
+// whole Inbound, so they can be resumed after a restart.
+func (d *DB) UnfinishedTurns(ctx context.Context) ([]conch.Turn, error) {
+	rows, err := d.r.QueryContext(ctx, sqlUnfinishedTurns)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished turns: %w", err)
+	}
+	defer rows.Close()
+	var ts []conch.Turn
+	for rows.Next() {
+		t, err := scanTurn(rows)
+		if err != nil {
+			return nil, fmt.Errorf("unfinished turns: %w", err)
+		}
+		ts = append(ts, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("unfinished turns: %w", err)
+	}
+	return ts, nil
+}
+
+// Turn returns one turn.
+func (d *DB) Turn(ctx context.Context, id conch.TurnID) (conch.Turn, error) {
+	t, err := scanTurn(d.r.QueryRowContext(ctx, sqlTurnByID, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
+	}
+	if err != nil {
+		return conch.Turn{}, fmt.Errorf("turn %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// AppendMessage adds an assistant or tool message produced by a turn.
+// An assistant message may carry ToolCalls; a tool message must carry a
+// ToolResult. Tool call arguments are stored byte for byte, valid JSON or not
+// (a model can produce broken arguments; the agent reports them back).
+func (d *DB) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message) error {
+	calls, result, err := encodeMessage(m)
+	if err != nil {
+		return fmt.Errorf("append message to turn %d: %w", id, err)
+	}
+	res, err := d.w.ExecContext(ctx, sqlAppendMessage, m.Role, m.Text, calls, result, millis(d.now()), id)
+	if err != nil {
+		return fmt.Errorf("append message to turn %d: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("append message to turn %d: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("append message to turn %d: %w", id, conch.Errorf(conch.KindNotFound, "turn %d does not exist", id))
+	}
+	return nil
+}
+
+// History returns the conversation's messages since its last reset, turn by
+// turn, the user message first within its turn. Messages of turns that have
+// not started yet (pending) are left out: they are queued behind the turn
+// that asks. An unknown conversation has no history.
+func (d *DB) History(ctx context.Context, key conch.ConversationKey) ([]conch.Message, error) {
+	if err := validKey(key); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	rows, err := d.r.QueryContext(ctx, sqlHistory, key.Channel, key.ID)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", key, err)
+	}
+	defer rows.Close()
+	var ms []conch.Message
+	for rows.Next() {
+		var m conch.Message
+		var calls, result sql.NullString
+		if err := rows.Scan(&m.Role, &m.Text, &calls, &result); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", key, err)
+		}
+		if err := decodeMessage(&m, calls, result); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", key, err)
+		}
+		ms = append(ms, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("history of %s: %w", key, err)
+	}
+	return ms, nil
+}
+
+// RecordStep appends an agent step. Detail must be a JSON object (empty
+// means {}); a zero At is the current time.
+func (d *DB) RecordStep(ctx context.Context, s conch.Step) error {
+	if s.Kind == "" {
+		return fmt.Errorf("record step: %w", conch.Errorf(conch.KindInvalid, "step of turn %d has no kind", s.Turn))
+	}
+	detail, err := jsonObject("step detail", s.Detail)
+	if err != nil {
+		return fmt.Errorf("record %s step: %w", s.Kind, err)
+	}
+	if s.At.IsZero() {
+		s.At = d.now()
+	}
+	if _, err := d.w.ExecContext(ctx, sqlRecordStep, s.Turn, s.Kind, detail, millis(s.At)); err != nil {
+		if isForeignKeyError(err) {
+			err = conch.Errorf(conch.KindNotFound, "turn %d does not exist", s.Turn)
+		}
+		return fmt.Errorf("record %s step: %w", s.Kind, err)
+	}
+	return nil
+}
+
+// Steps returns the recorded steps of a turn in order.
+func (d *DB) Steps(ctx context.Context, id conch.TurnID) ([]conch.Step, error) {
+	rows, err := d.r.QueryContext(ctx, sqlSteps, id)
+	if err != nil {
+		return nil, fmt.Errorf("steps of turn %d: %w", id, err)
+	}
+	defer rows.Close()
+	var ss []conch.Step
+	for rows.Next() {
+		var s conch.Step
+		var detail string
+		var at int64
+		if err := rows.Scan(&s.Turn, &s.Kind, &detail, &at); err != nil {
+			return nil, fmt.Errorf("steps of turn %d: %w", id, err)
+		}
+		s.Detail, s.At = json.RawMessage(detail), fromMillis(at)
+		ss = append(ss, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("steps of turn %d: %w", id, err)
+	}
+	return ss, nil
+}
+
+// ResetConversation hides the conversation's history from History (it stays
+// in the database for audit) and stops its pending and running turns with
+// reason "reset". Resetting an unknown conversation does nothing.
+func (d *DB) ResetConversation(ctx context.Context, key conch.ConversationKey) error {
+	if err := validKey(key); err != nil {
+		return fmt.Errorf("reset conversation: %w", err)
+	}
+	now := millis(d.now())
+	err := d.write(ctx, func(tx *sql.Tx) error {
+		var convID int64
+		err := tx.QueryRowContext(ctx, sqlResetConversation, now, key.Channel, key.ID).Scan(&convID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, sqlStopUnfinished, ReasonReset, now, convID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reset conversation %s: %w", key, err)
+	}
+	return nil
+}
+
+// Conversations lists the known conversation keys, sorted.
+func (d *DB) Conversations(ctx context.Context) ([]conch.ConversationKey, error) {
+	rows, err := d.r.QueryContext(ctx, sqlConversations)
+	if err != nil {
+		return nil, fmt.Errorf("conversations: %w", err)
+	}
+	defer rows.Close()
+	var ks []conch.ConversationKey
+	for rows.Next() {
+		var k conch.ConversationKey
+		if err := rows.Scan(&k.Channel, &k.ID); err != nil {
+			return nil, fmt.Errorf("conversations: %w", err)
+		}
+		ks = append(ks, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("conversations: %w", err)
+	}
+	return ks, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanTurn reads a row of sqlSelectTurn.
+func scanTurn(row scanner) (conch.Turn, error) {
+	var t conch.Turn
+	var refs string
+	var received sql.NullInt64
+	var created int64
+	in := &t.Inbound
+	if err := row.Scan(&t.ID, &in.Key.Channel, &in.Key.ID, &in.Sender, &in.SenderName, &in.Text, &in.ExternalID,
+		&in.Thread.Subject, &refs, &received, &t.Status, &t.Attempts, &t.StoppedReason, &created); err != nil {
+		return conch.Turn{}, err
+	}
+	if refs != "" {
+		if err := json.Unmarshal([]byte(refs), &in.Thread.References); err != nil {
+			return conch.Turn{}, fmt.Errorf("turn %d: thread references: %w", t.ID, err)
+		}
+	}
+	t.Key = in.Key
+	in.ReceivedAt = fromNullMillis(received)
+	t.CreatedAt = fromMillis(created)
+	return t, nil
+}
+
+// The stored forms of tool calls and results: explicit JSON names, so that
+// renaming a Go field never breaks an existing database.
+type storedToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is kept as a string: the model's bytes, valid JSON or not.
+	Arguments string `json:"arguments,omitempty"`
+}
+
+type storedToolResult struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// encodeMessage checks an appended message and renders its JSON columns.
+func encodeMessage(m conch.Message) (calls, result sql.NullString, err error) {
+	switch m.Role {
+	case conch.RoleAssistant:
+		if m.ToolResult != nil {
+			return calls, result, conch.Errorf(conch.KindInvalid, "an assistant message cannot carry a tool result")
+		}
+	case conch.RoleTool:
+		if m.ToolResult == nil {
+			return calls, result, conch.Errorf(conch.KindInvalid, "a tool message needs a tool result")
+		}
+		if len(m.ToolCalls) > 0 {
+			return calls, result, conch.Errorf(conch.KindInvalid, "a tool message cannot carry tool calls")
+		}
+	case conch.RoleUser:
+		return calls, result, conch.Errorf(conch.KindInvalid, "user messages are stored by AddInbound, not appended")
+	default:
+		return calls, result, conch.Errorf(conch.KindInvalid, "message role %q is not assistant or tool", m.Role)
+	}
+	if len(m.ToolCalls) > 0 {
+		sc := make([]storedToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			if c.Name == "" {
+				return calls, result, conch.Errorf(conch.KindInvalid, "tool call %d (id %q) has no name", i, c.ID)
+			}
+			sc[i] = storedToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)}
+		}
+		b, err := json.Marshal(sc)
+		if err != nil {
+			return calls, result, err
+		}
+		calls = sql.NullString{String: string(b), Valid: true}
+	}
+	if r := m.ToolResult; r != nil {
+		b, err := json.Marshal(storedToolResult{CallID: r.CallID, Name: r.Name, Content: r.Content, IsError: r.IsError})
+		if err != nil {
+			return calls, result, err
+		}
+		result = sql.NullString{String: string(b), Valid: true}
+	}
+	return calls, result, nil
+}
+
+func decodeMessage(m *conch.Message, calls, result sql.NullString) error {
+	if calls.Valid {
+		var sc []storedToolCall
+		if err := json.Unmarshal([]byte(calls.String), &sc); err != nil {
+			return fmt.Errorf("tool calls: %w", err)
+		}
+		m.ToolCalls = make([]conch.ToolCall, len(sc))
+		for i, c := range sc {
+			m.ToolCalls[i] = conch.ToolCall{ID: c.ID, Name: c.Name}
+			if c.Arguments != "" {
+				m.ToolCalls[i].Arguments = json.RawMessage(c.Arguments)
+			}
+		}
+	}
+	if result.Valid {
+		var sr storedToolResult
+		if err := json.Unmarshal([]byte(result.String), &sr); err != nil {
+			return fmt.Errorf("tool result: %w", err)
+		}
+		m.ToolResult = &conch.ToolResult{CallID: sr.CallID, Name: sr.Name, Content: sr.Content, IsError: sr.IsError}
+	}
+	return nil
+}
