@@ -111,6 +111,9 @@ func (b *Bash) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) 
 	if err != nil {
 		return conch.ToolFail(b.refusal(err)), nil
 	}
+	if hint, ok := shellBuiltins[cmd.Argv[0]]; ok {
+		return conch.ToolFail(fmt.Sprintf("%s is a shell builtin, and commands run without a shell. %s", cmd.Argv[0], hint)), nil
+	}
 	if msg := b.checkAllowed(cmd); msg != "" {
 		if b.opts.Auditor != nil {
 			if err := audit(ctx, b.opts.Auditor, b.opts.Now(), "exec_refused", env.Conversation, map[string]any{
@@ -182,6 +185,21 @@ func (b *Bash) checkAllowed(cmd Command) string {
 		}
 	}
 	return ""
+}
+
+// shellBuiltins are commands that exist only inside a shell, with what to
+// do instead.
+var shellBuiltins = map[string]string{
+	"cd":      "Pass the directory as workdir instead; each call starts in /workspace.",
+	"export":  "Set a variable for one program with a NAME=value prefix (FOO=1 make); nothing carries over between calls.",
+	"set":     "Set a variable for one program with a NAME=value prefix (FOO=1 make); nothing carries over between calls.",
+	"unset":   "Each call starts with a fresh environment; there is nothing to unset.",
+	"source":  "Put the steps in a script and run it with bash.",
+	".":       "Put the steps in a script and run it with bash.",
+	"alias":   "Write the full command each time.",
+	"ulimit":  "Put the steps in a script and run it with bash.",
+	"exit":    "There is no shell session to exit.",
+	"history": "There is no shell session, so no history.",
 }
 
 // refusal explains a command line that cannot run without a shell.

@@ -97,6 +97,7 @@ func TestBashRuns(t *testing.T) {
 		{"workdir", cmdArgs{Command: "cat f.txt", Workdir: "sub"}, false, []string{"in sub"}},
 		{"timeout", cmdArgs{Command: "sleep 30", Timeout: 1}, true, []string{"exit code 137", "killed: it ran longer than the 1s timeout"}},
 		{"program not found", cmdArgs{Command: "no-such-tool --x"}, true, []string{`"no-such-tool" not found`}},
+		{"file in workdir without ./", cmdArgs{Command: "f.txt", Workdir: "sub"}, true, []string{"write ./f.txt"}},
 		{"missing workdir", cmdArgs{Command: "ls", Workdir: "nope"}, true, []string{"working directory /workspace/nope does not exist"}},
 	}
 	for _, tt := range tests {
@@ -134,6 +135,8 @@ func TestBashRefuses(t *testing.T) {
 		{"unterminated quote", `echo "abc`, []string{"unterminated double quote starting at offset 5", "Close the quote"}},
 		{"NUL", "echo a\x00b", []string{"NUL byte at offset 6"}},
 		{"empty", "  ", []string{"empty"}},
+		{"cd", "cd /tmp", []string{"cd is a shell builtin", "workdir"}},
+		{"export", "export FOO=1", []string{"export is a shell builtin", "NAME=value prefix"}},
 		{"too long", "echo " + strings.Repeat("a", 1<<20), []string{"1048581 bytes long; at most 65536"}},
 	}
 	for _, tt := range tests {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,15 +221,30 @@ func TestExecOutputCeiling(t *testing.T) {
 	srv := agenttest.NewServer(dir)
 	c := agent.NewClient(pipeDial(t, srv), agent.ClientOptions{OutputCeiling: 1 << 20})
 	defer c.Close()
-	res, err := c.Exec(ctxT(t), conch.ExecRequest{Argv: []string{"cat", "/dev/zero"}})
+	var seen int64
+	res, err := c.Exec(ctxT(t), conch.ExecRequest{
+		Argv:     []string{"cat", "/dev/zero"},
+		Timeout:  time.Minute,
+		OnOutput: func(b []byte) { seen += int64(len(b)) },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Stopped != conch.StoppedOutput {
 		t.Errorf("stopped: got %q, want %q", res.Stopped, conch.StoppedOutput)
 	}
-	if !res.Truncated {
-		t.Error("truncated: got false, want true")
+	if !res.Truncated || seen != 1<<20 {
+		t.Errorf("got truncated=%v after %d bytes, want truncated after exactly %d", res.Truncated, seen, 1<<20)
+	}
+
+	// A long-lived stream (no Timeout) is not cut at the ceiling.
+	seen = 0
+	res, err = c.Exec(ctxT(t), conch.ExecRequest{
+		Argv:     []string{"head", "-c", "3000000", "/dev/zero"},
+		OnOutput: func(b []byte) { seen += int64(len(b)) },
+	})
+	if err != nil || res.Stopped != conch.StoppedNone || seen != 3000000 {
+		t.Errorf("stream without a timeout: got stopped=%q after %d bytes, %v; want all 3000000", res.Stopped, seen, err)
 	}
 }
 
@@ -675,3 +691,26 @@ type rwc struct{ r, w *os.File }
 func (p rwc) Read(b []byte) (int, error)  { return p.r.Read(b) }
 func (p rwc) Write(b []byte) (int, error) { return p.w.Write(b) }
 func (p rwc) Close() error                { p.w.Close(); return p.r.Close() }
+
+// A background child that keeps the output open does not hang the exec: it
+// ends a short grace after the program, and the child is left running, as
+// with any exec.
+func TestExecBackgroundChildHoldsOutput(t *testing.T) {
+	h := agenttest.HostSandbox(t, t.TempDir())
+	res, err := h.Exec(ctxT(t), conch.ExecRequest{Argv: []string{"sh", "-c", "sleep 30 & echo $! > bg.pid; echo done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != "done\n" || res.ExitCode != 0 {
+		t.Errorf("got %q exit %d, want %q exit 0", res.Output, res.ExitCode, "done\n")
+	}
+	b, err := os.ReadFile(h.WorkspacePath("bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if processGone(pid) {
+		t.Errorf("background child %d is gone; want it left running", pid)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+}

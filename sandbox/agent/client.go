@@ -20,8 +20,8 @@ const (
 	// DefaultOutputLimit is how much output ExecResult.Output keeps when the
 	// request does not say; OnOutput still sees everything.
 	DefaultOutputLimit = 64 << 10
-	// DefaultOutputCeiling is how much output a program may produce before
-	// it is killed with StoppedOutput.
+	// DefaultOutputCeiling is how much output a program run with a Timeout
+	// may produce before it is killed with StoppedOutput.
 	DefaultOutputCeiling = 1 << 30
 	// DefaultReadLimit caps ReadFile when the caller passes no limit.
 	DefaultReadLimit = 64 << 20
@@ -38,8 +38,8 @@ type DialFunc func(ctx context.Context) (io.ReadWriteCloser, error)
 type ClientOptions struct {
 	// ID is what Client.ID returns: the container id.
 	ID string
-	// OutputCeiling is the output size at which a program is killed
-	// (StoppedOutput); 0 means DefaultOutputCeiling.
+	// OutputCeiling is the output size at which a program run with a
+	// Timeout is killed (StoppedOutput); 0 means DefaultOutputCeiling.
 	OutputCeiling int64
 	// ConfirmOOM, if set, is asked after a program died of SIGKILL that the
 	// agent could not attribute; true makes the result StoppedOOM. The

@@ -15,9 +15,11 @@ import (
 //
 // Output keeps the first req.OutputLimit bytes (DefaultOutputLimit when 0)
 // with Truncated set beyond that, while OnOutput sees every byte in order.
-// A program is killed only at the hard ceiling (ClientOptions.OutputCeiling,
-// StoppedOutput), at req.Timeout (StoppedTimeout) or when ctx ends
-// (StoppedCanceled); the whole process group goes. A program killed by a
+// A program is killed only at req.Timeout (StoppedTimeout), when ctx ends
+// (StoppedCanceled), or, for a run with a Timeout, at the hard output
+// ceiling (ClientOptions.OutputCeiling, StoppedOutput); the whole process
+// group goes. A run without a Timeout is a long-lived stream its caller
+// consumes and ends (tmux -C attach, tail -f), so it has no ceiling. A program killed by a
 // signal reports ExitCode 128+signal, like a shell; SIGKILL becomes
 // StoppedOOM only when the cgroup's oom_kill counter or
 // ClientOptions.ConfirmOOM confirms it.
@@ -41,13 +43,17 @@ func (c *Client) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecRes
 	if err != nil {
 		return conch.ExecResult{}, fmt.Errorf("exec: %w", err)
 	}
+	var ceiling int64
+	if req.Timeout > 0 {
+		ceiling = c.opts.OutputCeiling
+	}
 	st, err := s.open(ctx, request{
 		Op:        opExec,
 		Argv:      req.Argv,
 		Env:       req.Env,
 		Dir:       req.Dir,
 		TimeoutMS: ceilMS(req.Timeout),
-		Ceiling:   c.opts.OutputCeiling,
+		Ceiling:   ceiling,
 		Stdin:     req.Stdin != nil,
 	})
 	if err != nil {

@@ -247,7 +247,11 @@ func lookPath(name, dir, pathEnv string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", &wireError{Code: codeNotFound, Message: fmt.Sprintf("program %q not found (searched PATH=%s); it may not be installed in the sandbox", name, pathEnv)}
+	msg := fmt.Sprintf("program %q not found (searched PATH=%s); it may not be installed in the sandbox", name, pathEnv)
+	if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+		msg = fmt.Sprintf("program %q not found in PATH; to run the file %s in the working directory, write ./%s", name, name, name)
+	}
+	return "", &wireError{Code: codeNotFound, Message: msg}
 }
 
 func executable(p string) error {
