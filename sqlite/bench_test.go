@@ -1,0 +1,132 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"conch"
+	"conch/sqlite"
+	"conch/sqlite/storetest"
+)
+
+// benchStores are the configurations the benchmarks compare.
+var benchStores = []struct {
+	name string
+	open func(b *testing.B) *sqlite.DB
+}{
+	{"memory", func(b *testing.B) *sqlite.DB { return benchOpen(b, sqlite.MemoryPath) }},
+	{"file-full", func(b *testing.B) *sqlite.DB { return benchOpen(b, filepath.Join(b.TempDir(), "c.db")) }},
+	{"file-normal", func(b *testing.B) *sqlite.DB {
+		return benchOpen(b, filepath.Join(b.TempDir(), "c.db"), sqlite.WithSync(sqlite.SyncNormal))
+	}},
+}
+
+func benchOpen(b *testing.B, path string, opts ...sqlite.Option) *sqlite.DB {
+	db, err := sqlite.Open(context.Background(), path, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	return db
+}
+
+// handleMessage is what the gateway does with one message that the model
+// answers at once: four transactions.
+func handleMessage(ctx context.Context, db *sqlite.DB, n int64) error {
+	key := conch.ConversationKey{Channel: conch.ChannelWeb, ID: fmt.Sprint(n % 100)}
+	tr, _, err := db.AddInbound(ctx, storetest.Inbound(key, fmt.Sprint("m", n), "hello there"))
+	if err != nil {
+		return err
+	}
+	if _, err := db.StartTurn(ctx, tr.ID); err != nil {
+		return err
+	}
+	if err := db.AppendMessage(ctx, tr.ID, conch.Message{Role: conch.RoleAssistant, Text: "Hello! How can I help?"}); err != nil {
+		return err
+	}
+	return db.FinishTurn(ctx, tr.ID, conch.TurnDone, "")
+}
+
+// BenchmarkMessage: AddInbound + StartTurn + AppendMessage + FinishTurn.
+func BenchmarkMessage(b *testing.B) {
+	for _, s := range benchStores {
+		b.Run(s.name, func(b *testing.B) {
+			db := s.open(b)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if err := handleMessage(ctx, db, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMessageParallel is BenchmarkMessage from many goroutines at once,
+// as many conversations would drive it.
+func BenchmarkMessageParallel(b *testing.B) {
+	for _, s := range benchStores {
+		b.Run(s.name, func(b *testing.B) {
+			db := s.open(b)
+			ctx := context.Background()
+			var n atomic.Int64
+			b.SetParallelism(4)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := handleMessage(ctx, db, n.Add(1)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkBaseline is the floor for BenchmarkMessage on the same
+// configuration: four single-row INSERT transactions through database/sql,
+// with no store logic.
+func BenchmarkBaseline(b *testing.B) {
+	for _, s := range benchStores {
+		b.Run(s.name, func(b *testing.B) {
+			db := s.open(b)
+			ctx := context.Background()
+			raw := db.SQL()
+			if _, err := raw.ExecContext(ctx, `CREATE TABLE baseline (id INTEGER PRIMARY KEY, v TEXT NOT NULL)`); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for range 4 {
+					if _, err := raw.ExecContext(ctx, `INSERT INTO baseline (v) VALUES (?)`, "hello there"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHistory reads a 50-turn conversation (100 messages).
+func BenchmarkHistory(b *testing.B) {
+	db := benchOpen(b, filepath.Join(b.TempDir(), "c.db"), sqlite.WithSync(sqlite.SyncNormal))
+	ctx := context.Background()
+	for i := range 50 {
+		if err := handleMessage(ctx, db, int64(i)*100); err != nil { // all in conversation "0"
+			b.Fatal(err)
+		}
+	}
+	key := conch.ConversationKey{Channel: conch.ChannelWeb, ID: "0"}
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := db.History(ctx, key)
+		if err != nil || len(h) != 100 {
+			b.Fatalf("got %d messages, %v; want 100", len(h), err)
+		}
+	}
+}
