@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"conch"
+)
+
+// command is a parsed slash command.
+type command struct {
+	name string
+	args string
+}
+
+var commandRE = regexp.MustCompile(`^/([a-z]+)(?:\s+(.*))?$`)
+
+// parseCommand recognises "/name args". A path such as "/etc/hosts" is
+// not a command.
+func parseCommand(text string) (command, bool) {
+	m := commandRE.FindStringSubmatch(strings.TrimSpace(text))
+	if m == nil {
+		return command{}, false
+	}
+	return command{name: m[1], args: m[2]}, true
+}
+
+const helpText = `Commands:
+/stop — stop what I am doing now (queued messages stay queued)
+/reset — forget this conversation and remove its computer
+/status — what I am doing, what is queued, the state of the computer
+/help — this list
+Anything else is a message to me.`
+
+// command answers a slash command at once, outside the queue, so /stop and
+// /status work while a turn runs.
+func (g *Gateway) command(ctx context.Context, in conch.Inbound, cmd command) error {
+	g.log.Info("command", "conversation", in.Key, "sender", in.Sender, "command", cmd.name)
+	var text string
+	switch cmd.name {
+	case "help":
+		text = helpText
+	case "stop":
+		if g.conv(in.Key).cancelCurrent(ctx, errStopped) {
+			text = "Stopped."
+		} else {
+			text = "Nothing is running."
+		}
+	case "reset":
+		var err error
+		if text, err = g.reset(ctx, in.Key); err != nil {
+			return err
+		}
+	case "status":
+		text = g.status(ctx, in.Key)
+	default:
+		text = fmt.Sprintf("Unknown command /%s. Send /help for the list.", cmd.name)
+	}
+	g.send(ctx, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: text, InReplyTo: in.ExternalID, Thread: in.Thread})
+	return nil
+}
+
+// conv returns the conversation object for key, creating an idle one.
+func (g *Gateway) conv(key conch.ConversationKey) *conversation {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.convs[key]
+	if c == nil {
+		c = &conversation{g: g, key: key}
+		g.convs[key] = c
+	}
+	return c
+}
+
+// reset forgets the conversation: running and queued turns end, history is
+// hidden, the sandbox is removed.
+func (g *Gateway) reset(ctx context.Context, key conch.ConversationKey) (string, error) {
+	g.conv(key).close(errReset)
+	if err := g.opts.Store.ResetConversation(ctx, key); err != nil {
+		return "", fmt.Errorf("reset %s: %w", key, err)
+	}
+	text := "Conversation reset: I have forgotten it."
+	if g.opts.Runtime != nil {
+		if err := g.opts.Runtime.Remove(ctx, key); err != nil {
+			g.log.Error("remove sandbox on reset", "conversation", key, "err", err)
+			return text + " Removing its computer failed; the operator has been told in the logs.", nil
+		}
+		text = "Conversation reset: I have forgotten it and removed its computer."
+	}
+	return text, nil
+}
+
+// status describes the conversation's state.
+func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string {
+	var b strings.Builder
+	g.mu.Lock()
+	c := g.convs[key]
+	var cur *running
+	queued := 0
+	if c != nil {
+		cur, queued = c.cur, len(c.queue)
+	}
+	g.mu.Unlock()
+	if cur != nil {
+		fmt.Fprintf(&b, "Working on “%s” for %s (attempt %d of %d).",
+			clip(cur.turn.Inbound.Text, 60), g.opts.Now().Sub(cur.started).Round(time.Second), max(cur.turn.Attempts+1, 1), g.opts.MaxAttempts)
+	} else {
+		b.WriteString("Idle.")
+	}
+	if queued > 0 {
+		fmt.Fprintf(&b, " %d message(s) queued.", queued)
+	}
+	if g.opts.Runtime == nil {
+		b.WriteString("\nComputer: none (no container runtime configured).")
+	}
+	if sc, ok := g.channels[key.Channel].(conch.StatusChannel); ok {
+		for _, line := range sc.Status(ctx, key) {
+			b.WriteString("\n" + line)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,495 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"conch"
+	"conch/agent"
+	"conch/fake"
+	"conch/sqlite"
+	"conch/sqlite/sqlitetest"
+)
+
+const cli = conch.ChannelCLI
+
+type env struct {
+	t     *testing.T
+	db    *sqlite.DB
+	model *fake.Model
+	ch    *fake.Channel
+	gw    *Gateway
+	stop  context.CancelFunc
+	done  chan error
+}
+
+func newEnv(t *testing.T, db *sqlite.DB) *env {
+	t.Helper()
+	if db == nil {
+		db = sqlitetest.MustOpenMemory(t)
+	}
+	e := &env{t: t, db: db, model: &fake.Model{}, ch: fake.NewChannel(cli)}
+	ag, err := agent.New(agent.Options{Model: e.model, Recorder: db, Facts: db, Tools: []conch.Tool{
+		&fake.Tool{Name: "echo", Fn: func(_ context.Context, _ conch.ToolEnv, a json.RawMessage) (conch.ToolOutput, error) {
+			return conch.ToolOK(string(a)), nil
+		}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.gw, err = New(Options{
+		Store: db, Agent: ag, Channels: []conch.Channel{e.ch}, Facts: db,
+		Allow: map[conch.ChannelName]Allowlist{cli: NewAllowlist("alice", "bob")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop = cancel
+	e.done = make(chan error, 1)
+	go func() { e.done <- e.gw.Run(ctx) }()
+	e.t.Cleanup(e.shutdown)
+	e.waitRunning()
+}
+
+func (e *env) waitRunning() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		e.gw.mu.Lock()
+		ok := e.gw.ctx != nil
+		e.gw.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			e.t.Fatal("gateway did not start")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func (e *env) shutdown() {
+	if e.stop == nil {
+		return
+	}
+	e.stop()
+	e.stop = nil
+	if err := <-e.done; err != nil {
+		e.t.Errorf("gateway run: %v", err)
+	}
+}
+
+func (e *env) send(conv, sender, text string) {
+	e.t.Helper()
+	err := e.gw.HandleInbound(context.Background(), conch.Inbound{
+		Key: conch.ConversationKey{Channel: cli, ID: conv}, Sender: conch.UserID(sender), Text: text,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) waitFor(what string, pred func([]conch.Outbound) bool) []conch.Outbound {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := e.ch.WaitSent(ctx, pred)
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v; sent: %+v", what, err, out)
+	}
+	return out
+}
+
+func (e *env) idle() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.gw.WaitIdle(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func texts(out []conch.Outbound, kind conch.OutboundKind) []string {
+	var s []string
+	for _, o := range out {
+		if o.Kind == kind {
+			s = append(s, o.Text)
+		}
+	}
+	return s
+}
+
+func countKind(kind conch.OutboundKind, n int) func([]conch.Outbound) bool {
+	return func(out []conch.Outbound) bool { return len(texts(out, kind)) >= n }
+}
+
+// blockingModel answers each request only when released.
+type blockingModel struct {
+	release chan string
+	started chan string
+}
+
+func newBlockingModel() *blockingModel {
+	return &blockingModel{release: make(chan string), started: make(chan string, 10)}
+}
+
+func (b *blockingModel) fn(ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+	b.started <- req.Messages[len(req.Messages)-1].Text
+	select {
+	case text := <-b.release:
+		return conch.ModelResponse{Text: text}, nil
+	case <-ctx.Done():
+		return conch.ModelResponse{}, ctx.Err()
+	}
+}
+
+func TestReply(t *testing.T) {
+	e := newEnv(t, nil)
+	e.model.Push(fake.Call("c1", "echo", `{"x":1}`), fake.Text("hello alice"))
+	e.start()
+	e.send("room", "alice", "hi")
+	out := e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	if got := texts(out, conch.OutboundReply); got[0] != "hello alice" {
+		t.Fatalf("reply %q, want hello alice", got)
+	}
+	e.idle()
+	hist, err := e.db.History(context.Background(), conch.ConversationKey{Channel: cli, ID: "room"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 4 { // user, assistant call, tool result, answer
+		t.Fatalf("history has %d messages, want 4: %+v", len(hist), hist)
+	}
+	if e.ch.Typing(conch.ConversationKey{Channel: cli, ID: "room"}) {
+		t.Fatal("typing still on after the reply")
+	}
+}
+
+func TestUnknownSenderGetsNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	e.start()
+	e.send("room", "mallory", "hi")
+	e.send("room", "", "hi")
+	e.idle()
+	if out := e.ch.Sent(); len(out) != 0 {
+		t.Fatalf("sent %+v to an unknown sender", out)
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Fatalf("%d model calls for an unknown sender", n)
+	}
+	convs, err := e.db.Conversations(context.Background())
+	if err != nil || len(convs) != 0 {
+		t.Fatalf("stored conversations %v (%v), want none", convs, err)
+	}
+}
+
+func TestQueuedAndOrdered(t *testing.T) {
+	e := newEnv(t, nil)
+	bm := newBlockingModel()
+	e.model.Func = bm.fn
+	e.start()
+	e.send("room", "alice", "first")
+	if got := <-bm.started; got != "first" {
+		t.Fatalf("model started on %q, want first", got)
+	}
+	e.send("room", "alice", "second")
+	e.send("room", "bob", "third")
+	out := e.waitFor("queued notices", countKind(conch.OutboundNotice, 2))
+	if got := texts(out, conch.OutboundNotice); got[0] != "queued (position 1)" || got[1] != "queued (position 2)" {
+		t.Fatalf("notices %q", got)
+	}
+	bm.release <- "answer 1"
+	if got := <-bm.started; got != "second" {
+		t.Fatalf("model started on %q, want second", got)
+	}
+	bm.release <- "answer 2"
+	<-bm.started
+	bm.release <- "answer 3"
+	out = e.waitFor("three replies", countKind(conch.OutboundReply, 3))
+	if got := strings.Join(texts(out, conch.OutboundReply), ","); got != "answer 1,answer 2,answer 3" {
+		t.Fatalf("replies %s, want in order", got)
+	}
+}
+
+func TestConversationsAreIndependent(t *testing.T) {
+	e := newEnv(t, nil)
+	bm := newBlockingModel()
+	e.model.Func = func(ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+		if req.Messages[len(req.Messages)-1].Text == "slow" {
+			return bm.fn(ctx, req)
+		}
+		return conch.ModelResponse{Text: "fast answer"}, nil
+	}
+	e.start()
+	e.send("a", "alice", "slow")
+	<-bm.started
+	e.send("b", "bob", "quick")
+	out := e.waitFor("fast reply", countKind(conch.OutboundReply, 1))
+	if out[0].Key.ID != "b" {
+		t.Fatalf("first reply went to %s, want b", out[0].Key.ID)
+	}
+	bm.release <- "slow answer"
+	e.waitFor("slow reply", countKind(conch.OutboundReply, 2))
+}
+
+func TestStop(t *testing.T) {
+	e := newEnv(t, nil)
+	bm := newBlockingModel()
+	e.model.Func = bm.fn
+	e.start()
+	e.send("room", "alice", "long task")
+	<-bm.started
+	e.send("room", "alice", "/stop")
+	e.waitFor("stop notice", func(out []conch.Outbound) bool {
+		return len(out) > 0 && out[len(out)-1].Text == "Stopped."
+	})
+	e.idle()
+	e.send("room", "alice", "/stop")
+	e.waitFor("nothing running", func(out []conch.Outbound) bool {
+		return out[len(out)-1].Text == "Nothing is running."
+	})
+	turns, err := e.db.UnfinishedTurns(context.Background())
+	if err != nil || len(turns) != 0 {
+		t.Fatalf("unfinished turns %+v (%v), want none", turns, err)
+	}
+}
+
+func TestResetForgetsHistory(t *testing.T) {
+	e := newEnv(t, nil)
+	e.model.Push(fake.Text("one"), fake.Text("two"))
+	e.start()
+	e.send("room", "alice", "remember this")
+	e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	e.idle()
+	e.send("room", "alice", "/reset")
+	e.waitFor("reset notice", func(out []conch.Outbound) bool {
+		return strings.HasPrefix(out[len(out)-1].Text, "Conversation reset")
+	})
+	e.send("room", "alice", "fresh")
+	e.waitFor("reply", countKind(conch.OutboundReply, 2))
+	reqs := e.model.Requests()
+	if msgs := reqs[len(reqs)-1].Messages; len(msgs) != 1 || msgs[0].Text != "fresh" {
+		t.Fatalf("after reset the model saw %+v, want only the new message", msgs)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"/help", "/reset"},
+		{"/status", "Idle."},
+		{"/frobnicate", "Unknown command /frobnicate"},
+	}
+	e := newEnv(t, nil)
+	e.start()
+	for i, tt := range tests {
+		e.send("room", "alice", tt.in)
+		out := e.waitFor(tt.in, countKind(conch.OutboundNotice, i+1))
+		if got := out[len(out)-1].Text; !strings.Contains(got, tt.want) {
+			t.Errorf("%s: got %q, want it to contain %q", tt.in, got, tt.want)
+		}
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Fatalf("commands reached the model %d times", n)
+	}
+}
+
+func TestPathIsNotACommand(t *testing.T) {
+	if _, ok := parseCommand("/etc/hosts is broken"); ok {
+		t.Fatal("a path was parsed as a command")
+	}
+	if c, ok := parseCommand("  /stop  "); !ok || c.name != "stop" {
+		t.Fatalf("got %+v %v, want stop", c, ok)
+	}
+}
+
+func TestDuplicateDeliveryHandledOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	e.model.Func = func(context.Context, conch.ModelRequest) (conch.ModelResponse, error) {
+		return conch.ModelResponse{Text: "answer"}, nil
+	}
+	e.start()
+	in := conch.Inbound{Key: conch.ConversationKey{Channel: cli, ID: "room"}, Sender: "alice", Text: "hi", ExternalID: "$event1"}
+	for range 3 {
+		if err := e.gw.HandleInbound(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	e.idle()
+	if n := len(e.model.Requests()); n != 1 {
+		t.Fatalf("model called %d times for one message delivered thrice", n)
+	}
+}
+
+func TestFatalModelErrorToldSafely(t *testing.T) {
+	e := newEnv(t, nil)
+	e.model.Push(fake.Fail(&conch.ModelError{Kind: conch.KindAuth, Status: 401, Message: "bad key sk-123"}))
+	e.start()
+	e.send("room", "alice", "hi")
+	out := e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	got := texts(out, conch.OutboundReply)[0]
+	if strings.Contains(got, "sk-123") || !strings.Contains(got, "API key") {
+		t.Fatalf("reply %q leaks detail or lacks the hint", got)
+	}
+}
+
+func TestResumeAfterCrash(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	// A previous run stored two messages and crashed while on the first.
+	t1, _, err := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.StartTurn(ctx, t1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, db)
+	e.model.Push(fake.Text("answer 1"), fake.Text("answer 2"))
+	e.start()
+	out := e.waitFor("both replies", countKind(conch.OutboundReply, 2))
+	if got := strings.Join(texts(out, conch.OutboundReply), ","); got != "answer 1,answer 2" {
+		t.Fatalf("replies %s", got)
+	}
+}
+
+func TestResumeStoredAnswerIsDeliveredWithoutModel(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	t1, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "q"})
+	if _, err := db.StartTurn(ctx, t1.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Crash after the answer was stored, before it was delivered.
+	if err := db.AppendMessage(ctx, t1.ID, conch.Message{Role: conch.RoleAssistant, Text: "stored answer"}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, db)
+	e.start()
+	out := e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	if got := texts(out, conch.OutboundReply)[0]; got != "stored answer" {
+		t.Fatalf("got %q", got)
+	}
+	if n := len(e.model.Requests()); n != 0 {
+		t.Fatalf("model called %d times", n)
+	}
+}
+
+func TestAbandonAfterMaxAttempts(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	t1, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "crashes conch"})
+	for range 3 { // three runs each crashed during this turn
+		if _, err := db.StartTurn(ctx, t1.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEnv(t, db)
+	e.start()
+	out := e.waitFor("abandon notice", countKind(conch.OutboundNotice, 1))
+	if got := out[0].Text; !strings.Contains(got, "gave up") || !strings.Contains(got, "crashes conch") {
+		t.Fatalf("notice %q", got)
+	}
+	e.idle()
+	if n := len(e.model.Requests()); n != 0 {
+		t.Fatalf("model called %d times for an abandoned turn", n)
+	}
+	turns, _ := db.UnfinishedTurns(ctx)
+	if len(turns) != 0 {
+		t.Fatalf("turn still unfinished: %+v", turns)
+	}
+}
+
+func TestShutdownLeavesTurnForResume(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	e := newEnv(t, db)
+	bm := newBlockingModel()
+	e.model.Func = bm.fn
+	e.start()
+	e.send("room", "alice", "interrupted")
+	<-bm.started
+	e.shutdown()
+	turns, err := db.UnfinishedTurns(context.Background())
+	if err != nil || len(turns) != 1 || turns[0].Status != conch.TurnRunning {
+		t.Fatalf("unfinished %+v (%v), want one running turn", turns, err)
+	}
+	e2 := newEnv(t, db)
+	e2.model.Push(fake.Text("resumed answer"))
+	e2.start()
+	e2.waitFor("resumed reply", countKind(conch.OutboundReply, 1))
+}
+
+func TestConversationClosed(t *testing.T) {
+	e := newEnv(t, nil)
+	bm := newBlockingModel()
+	e.model.Func = bm.fn
+	e.start()
+	e.send("room", "alice", "work")
+	<-bm.started
+	e.send("room", "alice", "queued")
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	if err := e.gw.ConversationClosed(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	e.idle()
+	turns, _ := e.db.UnfinishedTurns(context.Background())
+	if len(turns) != 0 {
+		t.Fatalf("unfinished turns after close: %+v", turns)
+	}
+}
+
+// TestConcurrentMessagesNoneLost drives many conversations at once (run with -race).
+func TestConcurrentMessagesNoneLost(t *testing.T) {
+	e := newEnv(t, nil)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	e.model.Func = func(_ context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+		text := req.Messages[len(req.Messages)-1].Text
+		mu.Lock()
+		seen[text]++
+		mu.Unlock()
+		return conch.ModelResponse{Text: "re: " + text}, nil
+	}
+	e.start()
+	var wg sync.WaitGroup
+	for c := range 10 {
+		wg.Go(func() {
+			for m := range 10 {
+				e.send(fmt.Sprint("conv", c), "alice", fmt.Sprintf("c%d m%d", c, m))
+			}
+		})
+	}
+	wg.Wait()
+	e.waitFor("100 replies", countKind(conch.OutboundReply, 100))
+	e.idle()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 100 {
+		t.Fatalf("model saw %d distinct messages, want 100", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("%q handled %d times", k, n)
+		}
+	}
+}
+
+var _ = errors.New

@@ -1,0 +1,218 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"conch"
+	"conch/agent"
+)
+
+// Causes of a cancelled turn.
+var (
+	errStopped = errors.New("stopped with /stop")
+	errReset   = errors.New("conversation reset")
+	errClosed  = errors.New("conversation closed")
+)
+
+// conversation owns one conversation's queue and its running turn. Its
+// fields are guarded by the gateway's mutex; its goroutine exists only while
+// there is work.
+type conversation struct {
+	g   *Gateway
+	key conch.ConversationKey
+
+	queue []conch.Turn
+	busy  bool
+	cur   *running
+}
+
+// running is the turn being worked on.
+type running struct {
+	turn    conch.Turn
+	started time.Time
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+}
+
+// work runs queued turns one after the other until the queue is empty.
+func (c *conversation) work(ctx context.Context) {
+	g := c.g
+	defer g.wg.Done()
+	for {
+		g.mu.Lock()
+		if len(c.queue) == 0 || ctx.Err() != nil {
+			c.busy = false
+			g.idle.Broadcast()
+			g.mu.Unlock()
+			return
+		}
+		t := c.queue[0]
+		c.queue = c.queue[1:]
+		tctx, cancel := context.WithCancelCause(ctx)
+		r := &running{turn: t, started: g.opts.Now(), cancel: cancel, done: make(chan struct{})}
+		c.cur = r
+		g.mu.Unlock()
+
+		c.process(tctx, t)
+		cancel(nil)
+
+		g.mu.Lock()
+		c.cur = nil
+		close(r.done)
+		g.mu.Unlock()
+	}
+}
+
+// cancelCurrent cancels the running turn with cause and waits (bounded)
+// for it to end. It reports whether a turn was running.
+func (c *conversation) cancelCurrent(ctx context.Context, cause error) bool {
+	c.g.mu.Lock()
+	r := c.cur
+	c.g.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.cancel(cause)
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	select {
+	case <-r.done:
+	case <-wait.Done():
+		c.g.log.Warn("cancelled turn did not end in time", "conversation", c.key, "turn", r.turn.ID)
+	}
+	return true
+}
+
+// close drops queued turns and cancels the running one.
+func (c *conversation) close(cause error) {
+	c.g.mu.Lock()
+	c.queue = nil
+	c.g.mu.Unlock()
+	c.cancelCurrent(context.Background(), cause)
+}
+
+// process runs one turn to its end and delivers the answer.
+func (c *conversation) process(ctx context.Context, t conch.Turn) {
+	g := c.g
+	log := g.log.With("conversation", c.key, "turn", t.ID)
+	if t.Attempts >= g.opts.MaxAttempts {
+		log.Warn("turn abandoned after too many attempts", "attempts", t.Attempts)
+		if err := g.opts.Store.FinishTurn(ctx, t.ID, conch.TurnAbandoned, "too_many_attempts"); err != nil {
+			log.Error("record abandoned turn", "err", err)
+		}
+		g.send(ctx, c.reply(t, conch.OutboundNotice, fmt.Sprintf(
+			"I could not finish your message (“%s”) after %d attempts, so I gave up on it. Send it again if you still need it.",
+			clip(t.Inbound.Text, 80), t.Attempts)))
+		return
+	}
+	t, err := g.opts.Store.StartTurn(ctx, t.ID)
+	if err != nil {
+		log.Error("start turn", "err", err)
+		return
+	}
+	if t.Attempts > 1 {
+		log.Info("resuming interrupted turn", "attempt", t.Attempts)
+	}
+	history, err := g.opts.Store.History(ctx, c.key)
+	if err != nil {
+		c.fail(ctx, t, log, fmt.Errorf("load history: %w", err))
+		return
+	}
+	if len(history) == 0 {
+		c.fail(ctx, t, log, errors.New("load history: the turn's own message is missing"))
+		return
+	}
+
+	stopTyping := c.typing(ctx)
+	prog := newProgress(g, c.key, t)
+	res, err := g.opts.Agent.Run(ctx, agent.Input{
+		Turn:    t.ID,
+		History: history,
+		Env: conch.ToolEnv{
+			Conversation: c.key,
+			User:         conch.UserKey{Channel: c.key.Channel, ID: t.Inbound.Sender},
+			Sandboxes:    g.sandboxes(),
+			Facts:        g.opts.Facts,
+		},
+		Progress: prog.event,
+	})
+	prog.close()
+	stopTyping()
+
+	switch cause := context.Cause(ctx); {
+	case err == nil:
+		// The answer is already stored with the turn; a crash before
+		// FinishTurn re-delivers it on resume without asking the model again.
+		g.send(ctx, c.reply(t, conch.OutboundReply, res.Text))
+		status, reason := conch.TurnDone, ""
+		if res.Stopped != agent.StopNone {
+			status, reason = conch.TurnStopped, string(res.Stopped)
+		}
+		if err := g.opts.Store.FinishTurn(ctx, t.ID, status, reason); err != nil {
+			log.Error("finish turn", "err", err)
+		}
+	case errors.Is(cause, errStopped):
+		log.Info("turn stopped by the user")
+		if err := g.opts.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, conch.TurnStopped, "stopped_by_user"); err != nil {
+			log.Error("finish turn", "err", err)
+		}
+	case errors.Is(cause, errReset), errors.Is(cause, errClosed):
+		log.Info("turn cancelled", "cause", cause)
+	case ctx.Err() != nil:
+		// Shutdown: the turn stays running in the store and resumes at the next start.
+		log.Info("turn interrupted by shutdown; it resumes at the next start")
+	default:
+		c.fail(ctx, t, log, err)
+	}
+}
+
+// fail ends a turn with an error the user is told about in safe words.
+func (c *conversation) fail(ctx context.Context, t conch.Turn, log interface {
+	Error(string, ...any)
+}, err error) {
+	log.Error("turn failed", "kind", conch.KindOf(err), "err", err)
+	c.g.send(ctx, c.reply(t, conch.OutboundReply, conch.UserMessage(err)))
+	if err := c.g.opts.Store.FinishTurn(ctx, t.ID, conch.TurnStopped, "error_"+string(conch.KindOf(err))); err != nil {
+		log.Error("finish turn", "err", err)
+	}
+}
+
+func (c *conversation) reply(t conch.Turn, kind conch.OutboundKind, text string) conch.Outbound {
+	return conch.Outbound{Key: c.key, Kind: kind, Text: text, InReplyTo: t.Inbound.ExternalID, Thread: t.Inbound.Thread}
+}
+
+// typing shows the typing indicator on channels that have one, until the
+// returned func is called.
+func (c *conversation) typing(ctx context.Context) func() {
+	tc, ok := c.g.channels[c.key.Channel].(conch.TypingChannel)
+	if !ok {
+		return func() {}
+	}
+	if err := tc.SetTyping(ctx, c.key, true); err != nil {
+		c.g.log.Debug("set typing", "conversation", c.key, "err", err)
+	}
+	return func() {
+		if err := tc.SetTyping(context.WithoutCancel(ctx), c.key, false); err != nil {
+			c.g.log.Debug("clear typing", "conversation", c.key, "err", err)
+		}
+	}
+}
+
+// sandboxes returns the runtime as a provider, or nil (not a typed nil).
+func (g *Gateway) sandboxes() conch.SandboxProvider {
+	if g.opts.Runtime == nil {
+		return nil
+	}
+	return g.opts.Runtime
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
+}
