@@ -118,6 +118,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.mu.Unlock()
 
 	if err := g.resume(ctx); err != nil {
+		if ctx.Err() != nil {
+			g.wg.Wait()
+			return nil
+		}
 		return err
 	}
 	errc := make(chan error, len(g.channels))
