@@ -197,13 +197,13 @@ func fenceMarker(s string) string {
 // splitBlock splits one over-long block by lines; a fenced block's pieces
 // are each wrapped in the fence again.
 func splitBlock(b block, limit int) []string {
-	lines := strings.Split(b.text, "\n")
+	src := strings.Split(b.text, "\n")
 	wrapOpen, wrapClose := "", ""
 	if b.fence != "" {
 		wrapOpen, wrapClose = b.fence+"\n", "\n"+b.close
-		lines = lines[1:]
-		if n := len(lines); n > 0 && strings.TrimSpace(lines[n-1]) == b.close {
-			lines = lines[:n-1]
+		src = src[1:]
+		if n := len(src); n > 0 && strings.TrimSpace(src[n-1]) == b.close {
+			src = src[:n-1]
 		}
 	}
 	room := limit - len(wrapOpen) - len(wrapClose)
@@ -212,26 +212,29 @@ func splitBlock(b block, limit int) []string {
 	}
 	var out []string
 	var cur strings.Builder
+	lines := 0 // lines in cur; an empty line counts
 	flush := func() {
-		if cur.Len() > 0 {
+		if lines > 0 {
 			out = append(out, wrapOpen+cur.String()+wrapClose)
 			cur.Reset()
+			lines = 0
 		}
 	}
-	for _, line := range lines {
+	for _, line := range src {
 		for len(line) > room {
 			flush()
 			cut := runeCut(line, room)
 			out = append(out, wrapOpen+line[:cut]+wrapClose)
 			line = line[cut:]
 		}
-		if cur.Len() > 0 && cur.Len()+1+len(line) > room {
+		if lines > 0 && cur.Len()+1+len(line) > room {
 			flush()
 		}
-		if cur.Len() > 0 {
+		if lines > 0 {
 			cur.WriteByte('\n')
 		}
 		cur.WriteString(line)
+		lines++
 	}
 	flush()
 	return out
