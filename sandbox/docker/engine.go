@@ -22,6 +22,10 @@ const (
 	EnginePodman = "podman"
 )
 
+// ErrNoEngine is in the chain of New's error when no engine address was
+// configured and none of the usual sockets exists.
+var ErrNoEngine = errors.New("no container engine socket found")
+
 // Info describes the engine conch talks to, for `conch doctor`.
 type Info struct {
 	// Engine is docker or podman.
@@ -75,7 +79,7 @@ func DetectHost(host, engine string, getenv func(string) string) (string, error)
 	}
 	return "", &conch.Error{Kind: conch.KindUnavailable,
 		User: "no container engine found",
-		Err:  fmt.Errorf("detect engine: none of %s exists; set sandbox.host or DOCKER_HOST, or start dockerd or `podman system service`", strings.Join(cands, ", "))}
+		Err:  fmt.Errorf("detect engine: none of %s exists; set sandbox.host or DOCKER_HOST, or start dockerd or `podman system service`: %w", strings.Join(cands, ", "), ErrNoEngine)}
 }
 
 // dial connects to the engine at host and identifies it. engine is the

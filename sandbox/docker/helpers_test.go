@@ -45,9 +45,9 @@ func newRuntime(t testing.TB, eng *engine.Engine, mod func(*docker.Options)) *te
 	if mod != nil {
 		mod(&o)
 	}
-	rt := reopen(t, eng, o)
+	// Registered first so that it runs last, after the runtimes are closed.
 	t.Cleanup(func() { purge(t, eng, o.InstanceID) })
-	return rt
+	return reopen(t, eng, o)
 }
 
 // reopen starts another Runtime with the same options, as conch does after
@@ -76,6 +76,10 @@ func purge(t testing.TB, eng *engine.Engine, instance string) {
 	defer c.Close()
 	f := make(client.Filters).Add("label", docker.LabelInstance+"="+instance)
 	list, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		// Podman fails a listing that races with a removal; once more.
+		list, err = c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	}
 	if err != nil {
 		t.Errorf("purge: %v", err)
 		return

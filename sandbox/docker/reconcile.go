@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -44,8 +45,7 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 			known[k.String()] = true
 		}
 	}
-	list, err := r.api.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", LabelInstance+"="+r.opts.InstanceID)})
+	list, err := r.listInstance(ctx)
 	if err != nil {
 		return r.engineErr("reconcile sandboxes: list", err)
 	}
@@ -166,6 +166,33 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// brokenContainer finds the id in Podman 4's listing failure for a
+// container whose storage is gone (left by a create interrupted halfway).
+var brokenContainer = regexp.MustCompile(`getting container from store "([0-9a-f]{64})": container not known`)
+
+// listInstance lists this instance's containers. A Podman listing that fails
+// on a half-made container is repaired by removing that container (it has
+// no storage, so nothing is lost) and listed again.
+func (r *Runtime) listInstance(ctx context.Context) (client.ContainerListResult, error) {
+	opts := client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelInstance+"="+r.opts.InstanceID)}
+	for range 10 {
+		list, err := r.api.ContainerList(ctx, opts)
+		if err == nil {
+			return list, nil
+		}
+		m := brokenContainer.FindStringSubmatch(err.Error())
+		if m == nil {
+			return list, err
+		}
+		r.log.Warn("removing a half-made container the engine cannot list", "id", shortID(m[1]))
+		if _, rerr := r.api.ContainerRemove(ctx, m[1], client.ContainerRemoveOptions{Force: true}); rerr != nil {
+			return list, errors.Join(err, rerr)
+		}
+	}
+	return r.api.ContainerList(ctx, opts)
+}
+
 func containerName(names []string) string {
 	if len(names) == 0 {
 		return ""
@@ -218,41 +245,54 @@ func (r *Runtime) FillPool(ctx context.Context) error {
 		if !need {
 			return nil
 		}
-		img, err := r.currentImage(ctx)
-		if err != nil {
+		if err := ctx.Err(); err != nil {
 			return err
 		}
-		name := poolPrefix(r.opts.InstanceID) + randomHex(4)
-		labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelPool: "1"}
-		if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
-			return r.engineErr("create pool volume", err)
-		}
-		id, err := r.createContainer(ctx, name, name, img, labels)
-		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			_ = r.removeVolume(rctx, name)
-			cancel()
+		if err := r.addPoolContainer(ctx); err != nil {
 			return err
-		}
-		ops := r.newOps(id, name)
-		if a, ok := ops.(*agentOps); ok {
-			if _, err := a.Ping(ctx); err != nil {
-				_ = a.Close()
-				_ = r.removeOrphan(context.WithoutCancel(ctx), id, name, name, conch.ConversationKey{}, "agent did not start")
-				return fmt.Errorf("warm pool: start agent in %s: %w", name, err)
-			}
-		}
-		r.mu.Lock()
-		closed := r.closed
-		if !closed {
-			r.pool = append(r.pool, poolEntry{name: name, id: id, ops: ops})
-		}
-		r.mu.Unlock()
-		if closed {
-			_ = ops.Close()
-			return nil
 		}
 	}
+}
+
+// addPoolContainer creates and starts one pool container with its agent.
+// Once begun it is not cancelled: an engine interrupted halfway through a
+// create can leave a half-made container behind (Podman 4 then fails every
+// listing), so Close waits for it instead.
+func (r *Runtime) addPoolContainer(parent context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 5*time.Minute)
+	defer cancel()
+	img, err := r.currentImage(ctx)
+	if err != nil {
+		return err
+	}
+	name := poolPrefix(r.opts.InstanceID) + randomHex(4)
+	labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelPool: "1"}
+	if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
+		return r.engineErr("create pool volume", err)
+	}
+	id, err := r.createContainer(ctx, name, name, img, labels)
+	if err != nil {
+		_ = r.removeVolume(ctx, name)
+		return err
+	}
+	ops := r.newOps(id, name)
+	if a, ok := ops.(*agentOps); ok {
+		if _, err := a.Ping(ctx); err != nil {
+			_ = a.Close()
+			_ = r.removeOrphan(ctx, id, name, name, conch.ConversationKey{}, "agent did not start")
+			return fmt.Errorf("warm pool: start agent in %s: %w", name, err)
+		}
+	}
+	r.mu.Lock()
+	closed := r.closed
+	if !closed {
+		r.pool = append(r.pool, poolEntry{name: name, id: id, ops: ops})
+	}
+	r.mu.Unlock()
+	if closed {
+		_ = ops.Close()
+	}
+	return nil
 }
 
 // PoolSize is the number of ready, unassigned pool containers.

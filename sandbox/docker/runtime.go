@@ -501,22 +501,19 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 		Hostname:   "sandbox",
 		Labels:     all,
 	}
+	// Not cancelled once begun: an engine interrupted halfway through a
+	// create can leave a half-made container (Podman 4 then fails every
+	// listing). A caller that gave up finds the sandbox ready next time.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
 	res, err := r.api.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
-		if ctx.Err() != nil {
-			// The engine may have created it before noticing the cancel.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_, _ = r.api.ContainerRemove(rctx, name, client.ContainerRemoveOptions{Force: true})
-		}
 		return "", r.engineErr("create sandbox "+name, err)
 	}
 	id = res.ID
 	defer func() {
 		if err != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_, _ = r.api.ContainerRemove(rctx, id, client.ContainerRemoveOptions{Force: true})
+			_, _ = r.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
 		}
 	}()
 	for _, w := range res.Warnings {

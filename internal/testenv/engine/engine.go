@@ -352,8 +352,8 @@ var (
 )
 
 // AgentBinary builds, once per test process, a static binary that serves
-// `sandbox-agent`: cmd/conch when it exists, else agentmain. The go command's
-// build cache makes later builds fast.
+// `sandbox-agent` into the shared cache. The go command's build cache makes
+// later builds fast.
 func AgentBinary(tb testing.TB) string {
 	tb.Helper()
 	agentOnce.Do(func() {
@@ -367,9 +367,12 @@ func AgentBinary(tb testing.TB) string {
 			agentErr = err
 			return
 		}
+		// agentmain serves exactly what `conch sandbox-agent` serves
+		// (agent.ServeStdio) without compiling every channel and model SDK;
+		// CONCH_TEST_AGENT_PKG=./cmd/conch tests the real binary.
 		pkg := "./internal/testenv/engine/agentmain"
-		if exists(filepath.Join(root, "cmd", "conch", "main.go")) && os.Getenv("CONCH_TEST_AGENTMAIN") != "1" {
-			pkg = "./cmd/conch"
+		if p := os.Getenv("CONCH_TEST_AGENT_PKG"); p != "" {
+			pkg = p
 		}
 		bin := filepath.Join(cache, "bin")
 		if err := os.MkdirAll(bin, 0o755); err != nil {
