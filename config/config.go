@@ -38,6 +38,7 @@ type Config struct {
 	Sandbox SandboxConfig `toml:"sandbox" envPrefix:"SANDBOX_"`
 	Matrix  MatrixConfig  `toml:"matrix" envPrefix:"MATRIX_"`
 	CLI     CLIConfig     `toml:"cli" envPrefix:"CLI_"`
+	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -90,6 +91,15 @@ type LogConfig struct {
 type CLIConfig struct {
 	// User is the identity of the person at the terminal.
 	User string `toml:"user" env:"USER"`
+}
+
+// ToolsConfig tunes the built-in tools.
+type ToolsConfig struct {
+	// BashAllow lists the programs the bash tool may run; empty allows all
+	// (the sandbox is the boundary).
+	BashAllow []string `toml:"bash_allow" env:"BASH_ALLOW" envSeparator:","`
+	// BashTimeout is the default and longest run of one bash call.
+	BashTimeout Duration `toml:"bash_timeout" env:"BASH_TIMEOUT"`
 }
 
 // Duration is a time.Duration written as "1.5s" in TOML and the environment.

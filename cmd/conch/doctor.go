@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"conch/config"
+	"conch/sandbox/docker"
+	"conch/sqlite"
+)
+
+func (a *app) doctorCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the configuration, data dir, model endpoint and container engine",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if n := a.doctor(cmd.Context()); n > 0 {
+				fmt.Fprintf(a.stdout, "\n%d problem(s) found.\n", n)
+				return exitError{code: 1}
+			}
+			fmt.Fprintln(a.stdout, "\nAll checks passed.")
+			return nil
+		},
+	}
+}
+
+// doctor prints one line per check and returns the number of failures.
+func (a *app) doctor(ctx context.Context) int {
+	failures := 0
+	check := func(name string, err error, ok string) {
+		if err != nil {
+			failures++
+			fmt.Fprintf(a.stdout, "✗ %s: %s\n", name, strings.ReplaceAll(err.Error(), "\n", "\n    "))
+			return
+		}
+		fmt.Fprintf(a.stdout, "✓ %s: %s\n", name, ok)
+	}
+	cfg, err := config.Load(a.configPath, os.Environ())
+	if err != nil {
+		check("config", err, "")
+		return failures
+	}
+	src := "embedded defaults and environment"
+	if cfg.File != "" {
+		src = cfg.File
+	}
+	check("config", cfg.Validate(), "valid ("+src+")")
+
+	check("data dir", checkDataDir(ctx, cfg.DataDir), cfg.DataDir+" is writable, store opens")
+
+	if cfg.Model.Provider != "" && cfg.Model.Name != "" {
+		check("model endpoint", checkModel(ctx, cfg.Model), fmt.Sprintf("%s answers for %s", cfg.Model.Provider, cfg.Model.Name))
+	}
+
+	switch cfg.Sandbox.Engine {
+	case "none":
+		fmt.Fprintln(a.stdout, "- container engine: disabled (sandbox.engine = none)")
+	default:
+		host, err := docker.DetectHost(cfg.Sandbox.Host, cfg.Sandbox.Engine, os.Getenv)
+		if err == nil {
+			var info docker.Info
+			info, err = docker.Probe(ctx, host, cfg.Sandbox.Engine)
+			check("container engine", err, fmt.Sprintf("%s %s at %s (API %s)", info.Engine, info.Version, info.Host, info.APIVersion))
+		} else {
+			check("container engine", err, "")
+		}
+	}
+	return failures
+}
+
+func checkDataDir(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%w (set CONCH_DATA_DIR to a writable directory)", err)
+	}
+	probe := filepath.Join(dir, ".doctor")
+	if err := os.WriteFile(probe, []byte("ok"), 0o600); err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	os.Remove(probe)
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "conch.db"))
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	return db.Close()
+}
+
+// checkModel asks the provider's model list endpoint, which costs no tokens,
+// and reports whether the key is accepted.
+func checkModel(ctx context.Context, m config.ModelConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var req *http.Request
+	var err error
+	switch m.Provider {
+	case "openai":
+		base := strings.TrimRight(orDefault(m.BaseURL, "https://api.openai.com/v1"), "/")
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
+		if err == nil && m.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+m.APIKey)
+		}
+	case "anthropic":
+		base := strings.TrimRight(orDefault(m.BaseURL, "https://api.anthropic.com"), "/")
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
+		if err == nil {
+			req.Header.Set("x-api-key", m.APIKey)
+			req.Header.Set("anthropic-version", "2023-06-01")
+		}
+	case "gemini":
+		base := strings.TrimRight(orDefault(m.BaseURL, "https://generativelanguage.googleapis.com"), "/")
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1beta/models", nil)
+		if err == nil {
+			req.Header.Set("x-goog-api-key", m.APIKey)
+		}
+	default:
+		return fmt.Errorf("unknown provider %q", m.Provider)
+	}
+	if err != nil {
+		return fmt.Errorf("model.base_url: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w (check model.base_url and the network)", req.URL.Host, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return fmt.Errorf("the API key was refused (HTTP %d): check CONCH_MODEL_API_KEY", resp.StatusCode)
+	case resp.StatusCode >= 400:
+		return fmt.Errorf("HTTP %d from %s: %s", resp.StatusCode, req.URL, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"conch/internal/testenv/fakellm"
+	"conch/sqlite"
+)
+
+// TestMain lets tests run this test binary as the conch command itself, so
+// end-to-end tests exercise main() in a real process that can be killed.
+func TestMain(m *testing.M) {
+	if os.Getenv("CONCH_TEST_AS_MAIN") == "1" {
+		os.Args = append([]string{"conch"}, strings.Fields(os.Getenv("CONCH_TEST_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// conchProc is conch running as a child process.
+type conchProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr *bytes.Buffer
+}
+
+// env is the environment of a conch process talking to srv with its data in dir.
+func testEnv(srv *fakellm.Server, provider fakellm.Provider, dir string) []string {
+	return append(os.Environ(),
+		"CONCH_TEST_AS_MAIN=1",
+		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"CONCH_DATA_DIR="+filepath.Join(dir, "data"),
+		"CONCH_MODEL_PROVIDER="+string(provider),
+		"CONCH_MODEL_BASE_URL="+srv.BaseURL(provider),
+		"CONCH_MODEL_API_KEY=test-key",
+		"CONCH_MODEL=test-model",
+		"CONCH_SANDBOX_ENGINE=none",
+		"CONCH_AGENT_RETRY_BASE=10ms",
+	)
+}
+
+func startConch(t *testing.T, env []string, args string) *conchProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(env, "CONCH_TEST_ARGS="+args)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &conchProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), stderr: &bytes.Buffer{}}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return p
+}
+
+// say writes one line and returns the next reply line.
+func (p *conchProc) say(t *testing.T, line string) string {
+	t.Helper()
+	if _, err := fmt.Fprintln(p.stdin, line); err != nil {
+		t.Fatal(err)
+	}
+	return p.readLine(t)
+}
+
+func (p *conchProc) readLine(t *testing.T) string {
+	t.Helper()
+	type res struct {
+		s   string
+		err error
+	}
+	c := make(chan res, 1)
+	go func() {
+		s, err := p.stdout.ReadString('\n')
+		c <- res{s, err}
+	}()
+	select {
+	case r := <-c:
+		if r.err != nil {
+			t.Fatalf("read reply: %v; stderr:\n%s", r.err, p.stderr)
+		}
+		return strings.TrimSuffix(r.s, "\n")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no reply within 30s; stderr:\n%s", p.stderr)
+	}
+	return ""
+}
+
+func (p *conchProc) finish(t *testing.T) {
+	t.Helper()
+	p.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("conch exited with %v; stderr:\n%s", err, p.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("conch did not exit at EOF; stderr:\n%s", p.stderr)
+	}
+}
+
+func (p *conchProc) kill9(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Wait()
+}
+
+// TestChatRemembersAcrossRestartsAndKill drives `conch chat` through the
+// real SDK of each provider: a remembered fact appears in the next turn's
+// system prompt, and survives a restart and a kill -9 between turns.
+func TestChatRemembersAcrossRestartsAndKill(t *testing.T) {
+	for _, provider := range []fakellm.Provider{fakellm.OpenAI, fakellm.Anthropic, fakellm.Gemini} {
+		t.Run(string(provider), func(t *testing.T) {
+			srv := fakellm.New(t)
+			dir := t.TempDir()
+			env := testEnv(srv, provider, dir)
+
+			srv.Push(fakellm.ToolCall("remember", `{"key":"name","value":"Alice"}`), fakellm.Text("Nice to meet you, Alice."))
+			p := startConch(t, env, "chat")
+			if got := p.say(t, "Hi, I am Alice."); got != "Nice to meet you, Alice." {
+				t.Fatalf("reply %q", got)
+			}
+			srv.Push(fakellm.Text("You are Alice."))
+			if got := p.say(t, "Who am I?"); got != "You are Alice." {
+				t.Fatalf("reply %q", got)
+			}
+			last, _ := srv.Last()
+			if !strings.Contains(last.System, "<memory>\n- name: Alice\n</memory>") {
+				t.Fatalf("next turn's system prompt lacks the fact:\n%s", last.System)
+			}
+			// kill -9 between two turns: once the store has recorded the
+			// turn as finished (before that, a restart re-delivers the
+			// stored answer: delivery is at least once).
+			waitNoUnfinished(t, filepath.Join(dir, "data", "conch.db"))
+			p.kill9(t)
+
+			srv.Push(fakellm.Text("Still Alice."))
+			p = startConch(t, env, "chat")
+			if got := p.say(t, "And now?"); got != "Still Alice." {
+				t.Fatalf("reply %q", got)
+			}
+			p.finish(t)
+			last, _ = srv.Last()
+			if !strings.Contains(last.System, "- name: Alice") {
+				t.Fatalf("fact lost after kill -9:\n%s", last.System)
+			}
+			var users []string
+			for _, m := range last.Messages {
+				if m.Role == "user" && m.Text != "" {
+					users = append(users, m.Text)
+				}
+			}
+			if want := "Hi, I am Alice.|Who am I?|And now?"; strings.Join(users, "|") != want {
+				t.Fatalf("history after kill -9 has user messages %q, want %q", users, want)
+			}
+		})
+	}
+}
+
+func waitNoUnfinished(t *testing.T, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for {
+		turns, err := db.UnfinishedTurns(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(turns) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("turns still unfinished: %+v", turns)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestChatKilledMidTurnResumes kills conch while the model is answering; the
+// stored message is answered by the next run.
+func TestChatKilledMidTurnResumes(t *testing.T) {
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	env := testEnv(srv, fakellm.OpenAI, dir)
+	srv.Push(fakellm.Hang())
+	p := startConch(t, env, "chat")
+	fmt.Fprintln(p.stdin, "a question that will be interrupted")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.kill9(t)
+
+	srv.Push(fakellm.Text("Here is the answer after all."))
+	p = startConch(t, env, "chat")
+	p.stdin.Close()
+	if got := p.readLine(t); got != "Here is the answer after all." {
+		t.Fatalf("reply %q", got)
+	}
+	p.finish(t)
+}
+
+// TestChatScriptedStdin pipes several lines at once: each gets its reply in
+// order and progress stays on stderr.
+func TestChatScriptedStdin(t *testing.T) {
+	srv := fakellm.New(t)
+	env := testEnv(srv, fakellm.Anthropic, t.TempDir())
+	srv.Push(fakellm.Text("one"), fakellm.ToolCall("remember", `{"key":"k","value":"v"}`), fakellm.Text("two"), fakellm.Text("three"))
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(env, "CONCH_TEST_ARGS=chat")
+	cmd.Stdin = strings.NewReader("first\nsecond\nthird\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr.String())
+	}
+	if got := stdout.String(); got != "one\ntwo\nthree\n" {
+		t.Fatalf("stdout %q, want the three replies in order", got)
+	}
+	if !strings.Contains(stderr.String(), "remember") {
+		t.Fatalf("stderr %q lacks the tool progress", stderr.String())
+	}
+}
+
+func TestConfigErrorNamesTheKey(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CONCH_TEST_AS_MAIN=1", "CONCH_TEST_ARGS=up",
+		"XDG_CONFIG_HOME="+dir, "CONCH_DATA_DIR="+dir, "CONCH_MODEL=", "CONCH_MODEL_API_KEY=", "OPENAI_API_KEY=")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("conch up started without a model")
+	}
+	for _, want := range []string{"model.name", "CONCH_MODEL", "model.api_key"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

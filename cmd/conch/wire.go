@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"debug/elf"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"conch"
+	"conch/agent"
+	"conch/config"
+	"conch/llm/anthropic"
+	"conch/llm/gemini"
+	"conch/llm/openai"
+	"conch/obs"
+	"conch/sandbox/docker"
+	"conch/sqlite"
+	"conch/tool"
+)
+
+// loadConfig reads and validates the configuration.
+func (a *app) loadConfig() (*config.Config, error) {
+	cfg, err := config.Load(a.configPath, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// deps are the parts built from the configuration.
+type deps struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	db      *sqlite.DB
+	runtime *docker.Runtime // nil without a container engine
+	audit   *obs.Audit
+	closers []io.Closer
+}
+
+func (d *deps) Close() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		if err := d.closers[i].Close(); err != nil {
+			d.log.Warn("close", "err", err)
+		}
+	}
+}
+
+// build opens the store and the audit trail. logTo receives logs.
+func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*deps, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data_dir %s: %w (set CONCH_DATA_DIR to a writable directory)", cfg.DataDir, err)
+	}
+	log, err := obs.NewLogger(logTo, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return nil, err
+	}
+	d := &deps{cfg: cfg, log: log}
+	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	d.closers = append(d.closers, d.db)
+	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)
+	d.closers = append(d.closers, auditFile)
+	d.audit = obs.NewAudit(auditFile, d.db, log)
+	return d, nil
+}
+
+// newModel creates the configured provider.
+func newModel(m config.ModelConfig) (conch.Model, error) {
+	timeout := m.Timeout.D()
+	switch m.Provider {
+	case "openai":
+		return openai.New(openai.Config{BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Name, Timeout: timeout})
+	case "anthropic":
+		return anthropic.New(anthropic.Config{BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Name, Timeout: timeout})
+	case "gemini":
+		return gemini.New(gemini.Config{BaseURL: m.BaseURL, APIKey: m.APIKey, Model: m.Name, Timeout: timeout})
+	}
+	return nil, fmt.Errorf("model.provider: unknown provider %q (use openai, anthropic or gemini)", m.Provider)
+}
+
+// startRuntime connects to the container engine. With engine "auto" and
+// none reachable, conch runs without sandboxes and says so; a named engine
+// that cannot be reached is an error.
+func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) error {
+	sc := d.cfg.Sandbox
+	if sc.Engine == "none" {
+		d.log.Info("sandboxes disabled (sandbox.engine = none)")
+		return nil
+	}
+	instance, err := instanceID(d.cfg)
+	if err != nil {
+		return err
+	}
+	opts, err := runtimeOptions(d.cfg, instance)
+	if err != nil {
+		return err
+	}
+	opts.Known = d.db.Conversations
+	opts.Audit = d.audit
+	opts.Logger = d.log
+	opts.BuildProgress = progress
+	rt, err := docker.New(ctx, opts)
+	if err != nil {
+		if sc.Engine == "auto" && sc.Host == "" && conch.KindOf(err) == conch.KindUnavailable {
+			d.log.Warn("no container engine found; running without sandboxes (tools that need a computer will say so)", "err", err)
+			return nil
+		}
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	d.runtime = rt
+	d.closers = append(d.closers, rt)
+	return nil
+}
+
+// instanceID returns the configured instance id or the one kept in the data
+// dir, creating it on first use.
+func instanceID(cfg *config.Config) (string, error) {
+	if cfg.InstanceID != "" {
+		return cfg.InstanceID, nil
+	}
+	path := filepath.Join(cfg.DataDir, "instance-id")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	buf := make([]byte, 6)
+	if _, err := rand.Read(buf); err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	id := hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	return id, nil
+}
+
+// staticSelf returns the path of this executable if it is statically linked
+// (so it can run inside a sandbox), else "".
+func staticSelf() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return ""
+		}
+	}
+	return exe
+}
+
+// newAgent builds the agent loop with the built-in tools.
+func newAgent(d *deps) (*agent.Agent, error) {
+	model, err := newModel(d.cfg.Model)
+	if err != nil {
+		return nil, err
+	}
+	ac := d.cfg.Agent
+	return agent.New(agent.Options{
+		Model:         model,
+		Tools:         tools(d),
+		Recorder:      d.db,
+		Facts:         d.db,
+		SystemPrompt:  ac.SystemPrompt,
+		MaxTokens:     d.cfg.Model.MaxTokens,
+		MaxTurns:      ac.MaxTurns,
+		MaxToolErrors: ac.MaxConsecutiveToolErrors,
+		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
+		Logger:        d.log,
+	})
+}
+
+// tools lists the built-in tools; the ones that need a computer only when a
+// container runtime is available.
+func tools(d *deps) []conch.Tool {
+	ts := []conch.Tool{tool.Remember{}, tool.Forget{}}
+	if d.runtime == nil {
+		return ts
+	}
+	tc := d.cfg.Tools
+	files := tool.FilesOptions{Auditor: d.audit}
+	return append(ts,
+		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
+		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
+	)
+}
