@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -22,13 +21,14 @@ import (
 	"conch"
 	"conch/internal/testenv"
 	"conch/internal/testenv/homeserver"
+	"conch/sqlite"
 )
 
 // waitLimit bounds every wait for something the homeserver relays.
 const waitLimit = 30 * time.Second
 
-// openDB opens a SQLite file the way conch's store does (WAL, busy timeout,
-// immediate transactions).
+// openDB opens a SQLite file for a peer's crypto store (WAL, busy timeout,
+// immediate transactions, like conch's store).
 func openDB(tb testing.TB, path string) *sql.DB {
 	tb.Helper()
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate")
@@ -36,29 +36,7 @@ func openDB(tb testing.TB, path string) *sql.DB {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS test_cursors (name TEXT PRIMARY KEY, value TEXT NOT NULL)`); err != nil {
-		tb.Fatal(err)
-	}
 	return db
-}
-
-// sqlCursors is a conch.CursorStore in the test database.
-type sqlCursors struct{ db *sql.DB }
-
-var _ conch.CursorStore = sqlCursors{}
-
-func (s sqlCursors) Cursor(ctx context.Context, name string) (string, error) {
-	var v string
-	err := s.db.QueryRowContext(ctx, `SELECT value FROM test_cursors WHERE name = ?`, name).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	return v, err
-}
-
-func (s sqlCursors) SetCursor(ctx context.Context, name, value string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO test_cursors (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value`, name, value)
-	return err
 }
 
 // recorder is a fake conch.Handler that records what the channel delivers.
@@ -170,7 +148,7 @@ type env struct {
 	botToken string
 	dir      string
 	db       *sql.DB
-	cursors  sqlCursors
+	cursors  conch.CursorStore
 	pickle   []byte
 	logs     *syncBuffer
 }
@@ -181,12 +159,17 @@ func newEnv(t *testing.T) *env {
 	hs := homeserver.Start(t)
 	botID, token, _ := hs.Register(t, "conch")
 	dir := t.TempDir()
-	db := openDB(t, filepath.Join(dir, "conch.db"))
+	store, err := sqlite.Open(context.Background(), filepath.Join(dir, "conch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
 	pickle := make([]byte, 32)
 	if _, err := rand.Read(pickle); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, hs: hs, botID: botID, botToken: token, dir: dir, db: db, cursors: sqlCursors{db}, pickle: pickle, logs: &syncBuffer{}}
+	// The bot keeps its crypto tables and cursors in conch's own store, as in production.
+	return &env{t: t, hs: hs, botID: botID, botToken: token, dir: dir, db: store.SQL(), cursors: store, pickle: pickle, logs: &syncBuffer{}}
 }
 
 // options returns bot options with the access token; tests adjust them.
