@@ -5,7 +5,7 @@
 # baselines. Idempotent: apt runs only when something is missing.
 set -eu
 
-pkgs="docker.io podman conmon catatonit runc containerd debootstrap ca-certificates"
+pkgs="docker.io podman conmon catatonit runc containerd debootstrap ca-certificates tmux make git"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
