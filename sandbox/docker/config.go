@@ -1,0 +1,85 @@
+package docker
+
+import (
+	"fmt"
+	"os"
+
+	"conch/config"
+)
+
+// HardeningFromProfile applies a config profile's overrides to DefaultHardening.
+func HardeningFromProfile(p config.SandboxProfile) (Hardening, error) {
+	h := DefaultHardening()
+	if p.ReadOnlyRoot != nil {
+		h.ReadOnlyRoot = *p.ReadOnlyRoot
+	}
+	if p.NoNewPrivileges != nil {
+		h.NoNewPrivileges = *p.NoNewPrivileges
+	}
+	if p.Init != nil {
+		h.Init = *p.Init
+	}
+	if p.CapDrop != nil {
+		h.CapDrop = p.CapDrop
+	}
+	if p.CapAdd != nil {
+		h.CapAdd = p.CapAdd
+	}
+	if p.Pids != nil {
+		h.Pids = *p.Pids
+	}
+	if p.CPUs != nil {
+		h.NanoCPUs = int64(*p.CPUs * 1e9)
+	}
+	if p.Memory != "" {
+		n, err := config.ParseSize(p.Memory)
+		if err != nil {
+			return Hardening{}, fmt.Errorf("profile memory: %w", err)
+		}
+		h.Memory = n
+	}
+	if p.TmpSize != "" {
+		n, err := config.ParseSize(p.TmpSize)
+		if err != nil {
+			return Hardening{}, fmt.Errorf("profile tmp_size: %w", err)
+		}
+		h.TmpSize = n
+	}
+	if p.User != "" {
+		h.User = p.User
+	}
+	if p.Network != "" {
+		h.Network = p.Network
+	}
+	if p.Ulimits != nil {
+		h.Ulimits = p.Ulimits
+	}
+	return h, h.Validate()
+}
+
+// OptionsFromConfig builds the runtime's options from the configuration;
+// cmd/conch adds Known, Audit, Logger and BuildProgress. An unset
+// sandbox.agent_binary means the running executable when it is static, and
+// no agent (one engine exec per operation) otherwise.
+func OptionsFromConfig(c *config.Config, instanceID string) (Options, error) {
+	s := c.Sandbox
+	prof, err := s.ActiveProfile()
+	if err != nil {
+		return Options{}, err
+	}
+	h, err := HardeningFromProfile(prof)
+	if err != nil {
+		return Options{}, fmt.Errorf("sandbox.profiles.%s: %w", s.ProfileName(), err)
+	}
+	o := Options{
+		Host: s.Host, Engine: s.Engine, InstanceID: instanceID, Image: s.Image,
+		AgentBinary: s.AgentBinary, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
+		Profile: &h, IdleStop: s.IdleStopD(), Retention: s.RetentionD(), WarmPool: s.WarmPool,
+	}
+	if o.AgentBinary == "" {
+		if exe, err := os.Executable(); err == nil && CheckStatic(exe) == nil {
+			o.AgentBinary = exe
+		}
+	}
+	return o, nil
+}
