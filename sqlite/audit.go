@@ -29,7 +29,7 @@ func (d *DB) Audit(ctx context.Context, ev conch.AuditEvent) error {
 	if ev.At.IsZero() {
 		ev.At = d.now()
 	}
-	if _, err := d.w.ExecContext(ctx, sqlAudit, millis(ev.At), ev.Kind, ev.Conversation.Channel, ev.Conversation.ID, detail); err != nil {
+	if _, err := d.ws.audit.ExecContext(ctx, millis(ev.At), ev.Kind, ev.Conversation.Channel, ev.Conversation.ID, detail); err != nil {
 		return fmt.Errorf("audit %s: %w", ev.Kind, err)
 	}
 	return nil
@@ -44,7 +44,7 @@ func (d *DB) AuditEvents(ctx context.Context, since time.Time, limit int) ([]con
 	if !since.IsZero() {
 		from = millis(since)
 	}
-	rows, err := d.r.QueryContext(ctx, sqlAuditSince, from, limit)
+	rows, err := d.rs.auditSince.QueryContext(ctx, from, limit)
 	if err != nil {
 		return nil, fmt.Errorf("audit events: %w", err)
 	}

@@ -18,7 +18,10 @@ var benchStores = []struct {
 	open func(b *testing.B) *sqlite.DB
 }{
 	{"memory", func(b *testing.B) *sqlite.DB { return benchOpen(b, sqlite.MemoryPath) }},
-	{"file-full", func(b *testing.B) *sqlite.DB { return benchOpen(b, filepath.Join(b.TempDir(), "c.db")) }},
+	{"file-inbound", func(b *testing.B) *sqlite.DB { return benchOpen(b, filepath.Join(b.TempDir(), "c.db")) }},
+	{"file-full", func(b *testing.B) *sqlite.DB {
+		return benchOpen(b, filepath.Join(b.TempDir(), "c.db"), sqlite.WithSync(sqlite.SyncFull))
+	}},
 	{"file-normal", func(b *testing.B) *sqlite.DB {
 		return benchOpen(b, filepath.Join(b.TempDir(), "c.db"), sqlite.WithSync(sqlite.SyncNormal))
 	}},

@@ -21,7 +21,7 @@ func (d *DB) Cursor(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("cursor: %w", conch.Errorf(conch.KindInvalid, "cursor name is empty"))
 	}
 	var v string
-	err := d.r.QueryRowContext(ctx, sqlCursor, name).Scan(&v)
+	err := d.rs.cursor.QueryRowContext(ctx, name).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -37,7 +37,7 @@ func (d *DB) SetCursor(ctx context.Context, name, value string) error {
 	if name == "" {
 		return fmt.Errorf("set cursor: %w", conch.Errorf(conch.KindInvalid, "cursor name is empty"))
 	}
-	if _, err := d.w.ExecContext(ctx, sqlSetCursor, name, value, millis(d.now())); err != nil {
+	if _, err := d.ws.setCursor.ExecContext(ctx, name, value, millis(d.now())); err != nil {
 		return fmt.Errorf("set cursor %q: %w", name, err)
 	}
 	return nil

@@ -37,7 +37,7 @@ func (d *DB) Remember(ctx context.Context, user conch.UserKey, key, value string
 	case !utf8.ValidString(value):
 		return fmt.Errorf("remember %q: %w", key, conch.Errorf(conch.KindInvalid, "fact %q is not valid UTF-8", key))
 	}
-	if _, err := d.w.ExecContext(ctx, sqlRemember, user.Channel, user.ID, key, value, millis(d.now())); err != nil {
+	if _, err := d.ws.remember.ExecContext(ctx, user.Channel, user.ID, key, value, millis(d.now())); err != nil {
 		return fmt.Errorf("remember %q for %s: %w", key, user, err)
 	}
 	return nil
@@ -51,7 +51,7 @@ func (d *DB) Forget(ctx context.Context, user conch.UserKey, key string) (bool, 
 	if err := validFactKey(key); err != nil {
 		return false, fmt.Errorf("forget: %w", err)
 	}
-	res, err := d.w.ExecContext(ctx, sqlForget, user.Channel, user.ID, key)
+	res, err := d.ws.forget.ExecContext(ctx, user.Channel, user.ID, key)
 	if err != nil {
 		return false, fmt.Errorf("forget %q for %s: %w", key, user, err)
 	}
@@ -67,7 +67,7 @@ func (d *DB) Facts(ctx context.Context, user conch.UserKey) ([]conch.Fact, error
 	if err := validUser(user); err != nil {
 		return nil, fmt.Errorf("facts: %w", err)
 	}
-	rows, err := d.r.QueryContext(ctx, sqlFacts, user.Channel, user.ID)
+	rows, err := d.rs.facts.QueryContext(ctx, user.Channel, user.ID)
 	if err != nil {
 		return nil, fmt.Errorf("facts of %s: %w", user, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"conch"
 )
 
 func TestLoadMigrations(t *testing.T) {
@@ -74,7 +76,7 @@ func TestEmbeddedMigrationsLoad(t *testing.T) {
 // memConn opens a fresh in-memory database with foreign keys on, as Open does.
 func memConn(t *testing.T) *sql.Conn {
 	t.Helper()
-	db, err := openPool(MemoryPath, options{sync: SyncFull}, false, 1)
+	db, err := openPool(MemoryPath, options{sync: SyncInbound}, false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +222,41 @@ ALTER TABLE parent_new RENAME TO parent;`
 			var fk int
 			if err := conn.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
 				t.Errorf("foreign_keys after migrate: got %d (%v), want 1", fk, err)
+			}
+		})
+	}
+}
+
+// Under SyncInbound the writer runs NORMAL and AddInbound switches it to FULL
+// for its commit only; the other modes keep one setting everywhere.
+func TestSyncModes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		sync         Sync
+		writer, pool int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{
+		{SyncInbound, 1, 1},
+		{SyncFull, 2, 2},
+		{SyncNormal, 1, 1},
+	} {
+		t.Run(string(tc.sync), func(t *testing.T) {
+			d, err := Open(ctx, t.TempDir()+"/c.db", WithSync(tc.sync))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if _, _, err := d.AddInbound(ctx, conch.Inbound{Key: conch.ConversationKey{Channel: "web", ID: "1"}, Sender: "u", Text: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			var w, p int
+			if err := d.w.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&w); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.SQL().QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&p); err != nil {
+				t.Fatal(err)
+			}
+			if w != tc.writer || p != tc.pool {
+				t.Errorf("after AddInbound: got writer synchronous=%d, pool %d; want %d, %d", w, p, tc.writer, tc.pool)
 			}
 		})
 	}

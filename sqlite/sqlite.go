@@ -65,18 +65,31 @@ const driverName = "sqlite"
 // MemoryPath opens a private in-memory database.
 const MemoryPath = ":memory:"
 
-// Sync is SQLite's PRAGMA synchronous for a WAL database.
+// Sync says which commits of a file database wait for the disk (fsync of
+// the WAL). Every mode survives a crash of conch (SIGKILL) with every
+// returned change intact, and the database is consistent after a power loss
+// in every mode; the modes differ in what a power loss may take back.
 type Sync string
 
 const (
-	// SyncFull syncs the WAL on every commit: a change that returned survives
-	// a power loss. The default, because AddInbound promises durability to
-	// channels that then acknowledge the message to its sender.
-	SyncFull Sync = "FULL"
-	// SyncNormal syncs only at checkpoints: a change that returned survives a
-	// crash of conch (SIGKILL) but the last ones may be lost on power loss.
-	// The database stays consistent either way.
-	SyncNormal Sync = "NORMAL"
+	// SyncInbound (the default) syncs the commits of AddInbound: a stored
+	// message survives a power loss, so a channel may acknowledge it. Other
+	// changes made since the last AddInbound may be lost with the power; the
+	// WAL is ordered, so what is lost is always a suffix: a cursor is never
+	// ahead of the messages it covers, and a turn whose end was lost is
+	// resumed like one interrupted by a crash. One fsync per message instead
+	// of one per change.
+	SyncInbound Sync = "inbound"
+	// SyncFull syncs every commit (PRAGMA synchronous=FULL).
+	SyncFull Sync = "full"
+	// SyncNormal syncs only at checkpoints (PRAGMA synchronous=NORMAL): even
+	// a stored message may be lost on power loss.
+	SyncNormal Sync = "normal"
+)
+
+const (
+	sqlSyncFull   = `PRAGMA synchronous = FULL`
+	sqlSyncNormal = `PRAGMA synchronous = NORMAL`
 )
 
 // Option changes how Open sets up the database.
@@ -92,7 +105,7 @@ type options struct {
 // WithClock sets the clock that stamps created_at, updated_at and friends.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
-// WithSync sets PRAGMA synchronous (default SyncFull).
+// WithSync sets which commits wait for the disk (default SyncInbound).
 func WithSync(s Sync) Option { return func(o *options) { o.sync = s } }
 
 // WithBusyTimeout sets how long a connection waits for a lock held by
@@ -106,10 +119,15 @@ func WithReaders(n int) Option { return func(o *options) { o.readers = n } }
 // DB is the SQLite store. It implements conch.Store; all methods are safe for
 // concurrent use.
 type DB struct {
-	w    *sql.DB // the writer: one connection
-	r    *sql.DB // readers and SQL(); the same as w for :memory:
-	now  func() time.Time
-	path string
+	w        *sql.DB // the writer: one connection
+	r        *sql.DB // readers and SQL(); the same as w for :memory:
+	ws       writeStmts
+	rs       readStmts
+	prepared []*sql.Stmt
+	now      func() time.Time
+	path     string
+	// syncInbound: the writer runs NORMAL and switches to FULL for AddInbound.
+	syncInbound bool
 }
 
 var _ conch.Store = (*DB)(nil)
@@ -118,15 +136,15 @@ var _ conch.Store = (*DB)(nil)
 // in-memory database when path is ":memory:", and migrates it to the newest
 // schema.
 func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
-	o := options{now: time.Now, sync: SyncFull, busyTimeout: 10 * time.Second, readers: max(4, runtime.GOMAXPROCS(0))}
+	o := options{now: time.Now, sync: SyncInbound, busyTimeout: 10 * time.Second, readers: max(4, runtime.GOMAXPROCS(0))}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	switch {
 	case path == "":
 		return nil, conch.Errorf(conch.KindInvalid, "open database: path is empty (use a file name or %q)", MemoryPath)
-	case o.sync != SyncFull && o.sync != SyncNormal:
-		return nil, conch.Errorf(conch.KindInvalid, "open database: synchronous mode %q is not FULL or NORMAL", o.sync)
+	case o.sync != SyncInbound && o.sync != SyncFull && o.sync != SyncNormal:
+		return nil, conch.Errorf(conch.KindInvalid, "open database: sync mode %q is not inbound, full or normal", o.sync)
 	case o.busyTimeout < 0 || o.readers < 1:
 		return nil, conch.Errorf(conch.KindInvalid, "open database: busy timeout must be >= 0 and readers >= 1")
 	case o.now == nil:
@@ -146,6 +164,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 			return nil, fmt.Errorf("open database %s: %w", path, err)
 		}
 		d.path = abs
+		d.syncInbound = o.sync == SyncInbound
 		if d.w, err = openPool(fileURI(abs), o, true, 1); err == nil {
 			d.r, err = openPool(fileURI(abs), o, false, o.readers)
 		}
@@ -170,7 +189,11 @@ func openPool(name string, o options, wal bool, conns int) (*sql.DB, error) {
 	if wal {
 		q.Add("_pragma", "journal_mode(WAL)")
 	}
-	q.Add("_pragma", "synchronous("+string(o.sync)+")")
+	sync := "NORMAL"
+	if o.sync == SyncFull {
+		sync = "FULL"
+	}
+	q.Add("_pragma", "synchronous("+sync+")")
 	q.Set("_txlock", "immediate")
 	db, err := sql.Open(driverName, name+"?"+q.Encode())
 	if err != nil {
@@ -213,7 +236,10 @@ func (d *DB) setup(ctx context.Context) error {
 	if err := conn.Close(); err != nil {
 		return err
 	}
-	return d.r.PingContext(ctx)
+	if err := d.prepare(ctx, d.w, d.ws.specs()); err != nil {
+		return err
+	}
+	return d.prepare(ctx, d.r, d.rs.specs())
 }
 
 // SQL returns a pool on the same database for packages that keep their own
@@ -227,6 +253,9 @@ func (d *DB) Path() string { return d.path }
 // connection closes.
 func (d *DB) Close() error {
 	var errs []error
+	for _, st := range d.prepared {
+		errs = append(errs, st.Close())
+	}
 	if d.r != nil && d.r != d.w {
 		errs = append(errs, d.r.Close())
 	}
@@ -242,6 +271,39 @@ func (d *DB) Close() error {
 // write runs fn in one IMMEDIATE transaction on the writer connection.
 func (d *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := d.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// writeDurable is write whose commit is synced to disk under SyncInbound
+// (under SyncFull every commit is; under SyncNormal none is). It holds the
+// writer connection across the pragma switches, so no other change runs
+// between them.
+func (d *DB) writeDurable(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	if !d.syncInbound {
+		return d.write(ctx, fn)
+	}
+	conn, err := d.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, sqlSyncFull); err != nil {
+		return err
+	}
+	defer func() {
+		// Should this fail, the connection stays FULL: slower, never less safe.
+		if _, resetErr := conn.ExecContext(context.WithoutCancel(ctx), sqlSyncNormal); resetErr != nil && err == nil {
+			err = resetErr
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

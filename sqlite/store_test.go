@@ -228,7 +228,7 @@ func TestOpenOddPath(t *testing.T) {
 
 func TestFileIsWAL(t *testing.T) {
 	db := sqlitetest.MustOpenFile(t)
-	for pragma, want := range map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "2"} {
+	for pragma, want := range map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "10000", "synchronous": "1"} {
 		var got string
 		check(t, db.SQL().QueryRow("PRAGMA "+pragma).Scan(&got))
 		if got != want {

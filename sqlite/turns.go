@@ -28,12 +28,13 @@ const (
 		VALUES (?, ?, ?, 'user', ?, ?)`
 
 	// sqlSelectTurn reads a whole conch.Turn; the inbound text is the turn's
-	// user message. Callers append a WHERE clause.
+	// user message. Callers append a WHERE clause. CROSS JOIN makes SQLite
+	// start from turns, so the WHERE on turns drives the query.
 	sqlSelectTurn = `SELECT t.id, c.channel, c.key_id, t.sender, t.sender_name, m.text, t.external_id,
 		t.thread_subject, t.thread_references, t.received_at, t.status, t.attempts, t.stopped_reason, t.created_at
 		FROM turns t
-		JOIN conversations c ON c.id = t.conversation_id
-		JOIN messages m ON m.turn_id = t.id AND m.role = 'user'`
+		CROSS JOIN conversations c ON c.id = t.conversation_id
+		CROSS JOIN messages m ON m.turn_id = t.id AND m.role = 'user'`
 	sqlTurnByID         = sqlSelectTurn + ` WHERE t.id = ?`
 	sqlTurnByExternalID = sqlSelectTurn + ` WHERE t.channel = ? AND t.external_id = ? AND t.external_id != ''`
 	sqlUnfinishedTurns  = sqlSelectTurn + ` WHERE t.status IN ('pending', 'running') ORDER BY t.id`
@@ -89,9 +90,9 @@ func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, du
 	if in.ReceivedAt.IsZero() {
 		in.ReceivedAt = now
 	}
-	err = d.write(ctx, func(tx *sql.Tx) error {
+	err = d.writeDurable(ctx, func(tx *sql.Tx) error {
 		if in.ExternalID != "" {
-			t, err = scanTurn(tx.QueryRowContext(ctx, sqlTurnByExternalID, in.Key.Channel, in.ExternalID))
+			t, err = scanTurn(tx.StmtContext(ctx, d.ws.turnByExternalID).QueryRowContext(ctx, in.Key.Channel, in.ExternalID))
 			if err == nil {
 				dup = true
 				return nil
@@ -101,19 +102,19 @@ func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, du
 			}
 		}
 		var convID, gen int64
-		err := tx.QueryRowContext(ctx, sqlFindConversation, in.Key.Channel, in.Key.ID).Scan(&convID, &gen)
+		err := tx.StmtContext(ctx, d.ws.findConversation).QueryRowContext(ctx, in.Key.Channel, in.Key.ID).Scan(&convID, &gen)
 		if errors.Is(err, sql.ErrNoRows) {
-			err = tx.QueryRowContext(ctx, sqlAddConversation, in.Key.Channel, in.Key.ID, millis(now)).Scan(&convID, &gen)
+			err = tx.StmtContext(ctx, d.ws.addConversation).QueryRowContext(ctx, in.Key.Channel, in.Key.ID, millis(now)).Scan(&convID, &gen)
 		}
 		if err != nil {
 			return err
 		}
 		var id int64
-		if err := tx.QueryRowContext(ctx, sqlAddTurn, convID, gen, in.Key.Channel, in.ExternalID, in.Sender, in.SenderName,
+		if err := tx.StmtContext(ctx, d.ws.addTurn).QueryRowContext(ctx, convID, gen, in.Key.Channel, in.ExternalID, in.Sender, in.SenderName,
 			in.Thread.Subject, refs, nullMillis(in.ReceivedAt), millis(now)).Scan(&id); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, sqlAddUserMessage, convID, id, gen, in.Text, millis(now)); err != nil {
+		if _, err := tx.StmtContext(ctx, d.ws.addUserMessage).ExecContext(ctx, convID, id, gen, in.Text, millis(now)); err != nil {
 			return err
 		}
 		in.ReceivedAt = normTime(in.ReceivedAt)
@@ -136,7 +137,7 @@ func (d *DB) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	var t conch.Turn
 	var finished bool
 	err := d.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, sqlStartTurn, millis(d.now()), id)
+		res, err := tx.StmtContext(ctx, d.ws.startTurn).ExecContext(ctx, millis(d.now()), id)
 		if err != nil {
 			return err
 		}
@@ -144,7 +145,7 @@ func (d *DB) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 		if err != nil {
 			return err
 		}
-		t, err = scanTurn(tx.QueryRowContext(ctx, sqlTurnByID, id))
+		t, err = scanTurn(tx.StmtContext(ctx, d.ws.turnByID).QueryRowContext(ctx, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
 		}
@@ -171,7 +172,7 @@ func (d *DB) FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnS
 	default:
 		return fmt.Errorf("finish turn %d: %w", id, conch.Errorf(conch.KindInvalid, "status %q does not end a turn (want done, stopped or abandoned)", status))
 	}
-	res, err := d.w.ExecContext(ctx, sqlFinishTurn, status, reason, millis(d.now()), id)
+	res, err := d.ws.finishTurn.ExecContext(ctx, status, reason, millis(d.now()), id)
 	if err != nil {
 		return fmt.Errorf("finish turn %d: %w", id, err)
 	}
@@ -186,7 +187,7 @@ func (d *DB) FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnS
 // UnfinishedTurns lists pending and running turns, oldest first, with their
 // whole Inbound, so they can be resumed after a restart.
 func (d *DB) UnfinishedTurns(ctx context.Context) ([]conch.Turn, error) {
-	rows, err := d.r.QueryContext(ctx, sqlUnfinishedTurns)
+	rows, err := d.rs.unfinishedTurns.QueryContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished turns: %w", err)
 	}
@@ -207,7 +208,7 @@ func (d *DB) UnfinishedTurns(ctx context.Context) ([]conch.Turn, error) {
 
 // Turn returns one turn.
 func (d *DB) Turn(ctx context.Context, id conch.TurnID) (conch.Turn, error) {
-	t, err := scanTurn(d.r.QueryRowContext(ctx, sqlTurnByID, id))
+	t, err := scanTurn(d.rs.turnByID.QueryRowContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
 	}
@@ -226,7 +227,7 @@ func (d *DB) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
-	res, err := d.w.ExecContext(ctx, sqlAppendMessage, m.Role, m.Text, calls, result, millis(d.now()), id)
+	res, err := d.ws.appendMessage.ExecContext(ctx, m.Role, m.Text, calls, result, millis(d.now()), id)
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
@@ -246,7 +247,7 @@ func (d *DB) History(ctx context.Context, key conch.ConversationKey) ([]conch.Me
 	if err := validKey(key); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	rows, err := d.r.QueryContext(ctx, sqlHistory, key.Channel, key.ID)
+	rows, err := d.rs.history.QueryContext(ctx, key.Channel, key.ID)
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", key, err)
 	}
@@ -282,7 +283,7 @@ func (d *DB) RecordStep(ctx context.Context, s conch.Step) error {
 	if s.At.IsZero() {
 		s.At = d.now()
 	}
-	if _, err := d.w.ExecContext(ctx, sqlRecordStep, s.Turn, s.Kind, detail, millis(s.At)); err != nil {
+	if _, err := d.ws.recordStep.ExecContext(ctx, s.Turn, s.Kind, detail, millis(s.At)); err != nil {
 		if isForeignKeyError(err) {
 			err = conch.Errorf(conch.KindNotFound, "turn %d does not exist", s.Turn)
 		}
@@ -293,7 +294,7 @@ func (d *DB) RecordStep(ctx context.Context, s conch.Step) error {
 
 // Steps returns the recorded steps of a turn in order.
 func (d *DB) Steps(ctx context.Context, id conch.TurnID) ([]conch.Step, error) {
-	rows, err := d.r.QueryContext(ctx, sqlSteps, id)
+	rows, err := d.rs.steps.QueryContext(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("steps of turn %d: %w", id, err)
 	}
@@ -325,14 +326,14 @@ func (d *DB) ResetConversation(ctx context.Context, key conch.ConversationKey) e
 	now := millis(d.now())
 	err := d.write(ctx, func(tx *sql.Tx) error {
 		var convID int64
-		err := tx.QueryRowContext(ctx, sqlResetConversation, now, key.Channel, key.ID).Scan(&convID)
+		err := tx.StmtContext(ctx, d.ws.resetConversation).QueryRowContext(ctx, now, key.Channel, key.ID).Scan(&convID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, sqlStopUnfinished, ReasonReset, now, convID)
+		_, err = tx.StmtContext(ctx, d.ws.stopUnfinished).ExecContext(ctx, ReasonReset, now, convID)
 		return err
 	})
 	if err != nil {
@@ -343,7 +344,7 @@ func (d *DB) ResetConversation(ctx context.Context, key conch.ConversationKey) e
 
 // Conversations lists the known conversation keys, sorted.
 func (d *DB) Conversations(ctx context.Context) ([]conch.ConversationKey, error) {
-	rows, err := d.r.QueryContext(ctx, sqlConversations)
+	rows, err := d.rs.conversations.QueryContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("conversations: %w", err)
 	}

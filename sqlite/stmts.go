@@ -1,0 +1,78 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Parsing a statement costs more than running most of ours, so every
+// statement the Store runs is prepared once at Open. The writer pool has one
+// connection, so its statements stay prepared on it and tx.StmtContext
+// reuses them; the reader pool prepares on each connection as it uses them.
+
+// writeStmts run on the writer connection.
+type writeStmts struct {
+	findConversation, addConversation, addTurn, addUserMessage *sql.Stmt
+	turnByID, turnByExternalID, startTurn, finishTurn          *sql.Stmt
+	appendMessage, recordStep, resetConversation               *sql.Stmt
+	stopUnfinished, remember, forget, setCursor, audit         *sql.Stmt
+}
+
+// readStmts run on the reader pool.
+type readStmts struct {
+	turnByID, unfinishedTurns, history, steps, conversations *sql.Stmt
+	facts, cursor, auditSince                                *sql.Stmt
+}
+
+type stmtSpec struct {
+	dst   **sql.Stmt
+	query string
+}
+
+func (w *writeStmts) specs() []stmtSpec {
+	return []stmtSpec{
+		{&w.findConversation, sqlFindConversation},
+		{&w.addConversation, sqlAddConversation},
+		{&w.addTurn, sqlAddTurn},
+		{&w.addUserMessage, sqlAddUserMessage},
+		{&w.turnByID, sqlTurnByID},
+		{&w.turnByExternalID, sqlTurnByExternalID},
+		{&w.startTurn, sqlStartTurn},
+		{&w.finishTurn, sqlFinishTurn},
+		{&w.appendMessage, sqlAppendMessage},
+		{&w.recordStep, sqlRecordStep},
+		{&w.resetConversation, sqlResetConversation},
+		{&w.stopUnfinished, sqlStopUnfinished},
+		{&w.remember, sqlRemember},
+		{&w.forget, sqlForget},
+		{&w.setCursor, sqlSetCursor},
+		{&w.audit, sqlAudit},
+	}
+}
+
+func (r *readStmts) specs() []stmtSpec {
+	return []stmtSpec{
+		{&r.turnByID, sqlTurnByID},
+		{&r.unfinishedTurns, sqlUnfinishedTurns},
+		{&r.history, sqlHistory},
+		{&r.steps, sqlSteps},
+		{&r.conversations, sqlConversations},
+		{&r.facts, sqlFacts},
+		{&r.cursor, sqlCursor},
+		{&r.auditSince, sqlAuditSince},
+	}
+}
+
+// prepare prepares specs on db and records them in d for Close.
+func (d *DB) prepare(ctx context.Context, db *sql.DB, specs []stmtSpec) error {
+	for _, s := range specs {
+		st, err := db.PrepareContext(ctx, s.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", s.query, err)
+		}
+		*s.dst = st
+		d.prepared = append(d.prepared, st)
+	}
+	return nil
+}
