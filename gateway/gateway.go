@@ -268,7 +268,13 @@ func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 	}
 	c.queue = append(c.queue, t)
 	if c.busy {
-		return len(c.queue), nil
+		// A turn whose answer is already out is only being recorded: the
+		// message does not wait behind it in any way worth a notice.
+		pos := len(c.queue)
+		if c.cur == nil || c.cur.answered {
+			pos--
+		}
+		return pos, nil
 	}
 	c.busy = true
 	g.wg.Add(1)

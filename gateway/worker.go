@@ -35,6 +35,8 @@ type running struct {
 	started time.Time
 	cancel  context.CancelCauseFunc
 	done    chan struct{}
+	// answered is set once the reply is being delivered.
+	answered bool
 }
 
 // work runs queued turns one after the other until the queue is empty.
@@ -146,6 +148,11 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	case err == nil:
 		// The answer is already stored with the turn; a crash before
 		// FinishTurn re-delivers it on resume without asking the model again.
+		g.mu.Lock()
+		if c.cur != nil {
+			c.cur.answered = true
+		}
+		g.mu.Unlock()
 		g.send(ctx, c.reply(t, conch.OutboundReply, res.Text))
 		status, reason := conch.TurnDone, ""
 		if res.Stopped != agent.StopNone {
