@@ -287,23 +287,14 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, re
 		select {
 		case <-timeout:
 		case <-r.Context().Done():
-			return
+			return // the client went away; nobody reads an answer
 		case <-s.closing:
+			s.drop(w) // returning would send an empty 200
 			return
 		}
 	}
 	if reply.drop {
-		hj, ok := w.(http.Hijacker)
-		if !ok {
-			s.tb.Errorf("fakellm: cannot drop the connection: the response writer cannot be hijacked")
-			return
-		}
-		conn, _, err := hj.Hijack()
-		if err != nil {
-			s.tb.Errorf("fakellm: hijack to drop the connection: %v", err)
-			return
-		}
-		_ = conn.Close()
+		s.drop(w)
 		return
 	}
 	if reply.isError() {
@@ -319,6 +310,21 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, re
 	case Gemini:
 		s.writeJSON(w, http.StatusOK, reply.header, geminiResponse(req, reply, id))
 	}
+}
+
+// drop closes the connection without an answer.
+func (s *Server) drop(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		s.tb.Errorf("fakellm: cannot drop the connection: the response writer cannot be hijacked")
+		return
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		s.tb.Errorf("fakellm: hijack to drop the connection: %v", err)
+		return
+	}
+	_ = conn.Close()
 }
 
 func (s *Server) writeError(w http.ResponseWriter, req *Request, reply Reply) {
