@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,5 +272,46 @@ func TestConfigErrorNamesTheKey(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestUpServesAndStopsOnSIGTERM runs `conch up` on the embedded defaults plus
+// a model: the health endpoint answers, SIGTERM ends it cleanly.
+func TestUpServesAndStopsOnSIGTERM(t *testing.T) {
+	srv := fakellm.New(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	env := append(testEnv(srv, fakellm.OpenAI, t.TempDir()), "CONCH_GATEWAY_LISTEN="+addr)
+	p := startConch(t, env, "up")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != "ok" {
+				t.Fatalf("healthz: %d %q", resp.StatusCode, body)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("health endpoint never answered: %v; stderr:\n%s", err, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("conch up exited with %v after SIGTERM; stderr:\n%s", err, p.stderr)
+	}
+	if !strings.Contains(p.stderr.String(), "conch is up") {
+		t.Fatalf("stderr lacks the start line:\n%s", p.stderr)
 	}
 }
