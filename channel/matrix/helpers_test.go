@@ -147,6 +147,7 @@ type env struct {
 	botID    string
 	botToken string
 	dir      string
+	store    *sqlite.DB
 	db       *sql.DB
 	cursors  conch.CursorStore
 	pickle   []byte
@@ -169,7 +170,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	// The bot keeps its crypto tables and cursors in conch's own store, as in production.
-	return &env{t: t, hs: hs, botID: botID, botToken: token, dir: dir, db: store.SQL(), cursors: store, pickle: pickle, logs: &syncBuffer{}}
+	return &env{t: t, hs: hs, botID: botID, botToken: token, dir: dir, store: store, db: store.SQL(), cursors: store, pickle: pickle, logs: &syncBuffer{}}
 }
 
 // options returns bot options with the access token; tests adjust them.

@@ -48,13 +48,18 @@ type Channel struct {
 
 	// round is the sync response being processed; touched only by the sync loop.
 	round *syncRound
+	// lifetime is Run's context: background work (typing renewal) ends with it.
+	lifetime context.Context
+	bg       sync.WaitGroup
 
 	mu          sync.Mutex
 	started     bool
+	stopping    bool               // Run is ending: no new background work
 	others      map[id.RoomID]int  // joined members other than the bot
 	encrypted   map[id.RoomID]bool // encryption state checked with the server
 	undecrypted map[id.RoomID]*decryptProblem
 	editTypes   map[id.EventID]event.MessageType
+	typing      map[id.RoomID]context.CancelFunc
 	syncErr     error
 	syncErrAt   time.Time
 }
@@ -90,6 +95,7 @@ func New(opts Options) (*Channel, error) {
 		encrypted:   make(map[id.RoomID]bool),
 		undecrypted: make(map[id.RoomID]*decryptProblem),
 		editTypes:   make(map[id.EventID]event.MessageType),
+		typing:      make(map[id.RoomID]context.CancelFunc),
 	}
 	for _, a := range opts.AllowFrom {
 		if a == "*" {
@@ -132,6 +138,7 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c.lifetime = runCtx
 	if err := c.start(runCtx); err != nil {
 		c.readyErr = err
 		close(c.ready)
@@ -143,6 +150,10 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	close(c.ready)
 	err := c.syncLoop(runCtx)
 	cancel()
+	c.mu.Lock()
+	c.stopping = true
+	c.mu.Unlock()
+	c.bg.Wait()
 	c.crypto.Close()
 	return err
 }
