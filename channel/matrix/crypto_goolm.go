@@ -150,12 +150,10 @@ func (e *e2ee) waitAndRetry(ctx, lifetime context.Context, evt *event.Event) {
 	got := e.mach.WaitForSession(ctx, evt.RoomID, content.SenderKey, content.SessionID, e.hooks.initialWait)
 	if !got && ctx.Err() == nil {
 		log.Debug().Msg("Room key not received, requesting it")
-		deviceID := content.DeviceID
-		if deviceID == "" {
-			deviceID = "*"
-		}
+		// Ask all of the sender's devices (the event's device_id field is
+		// deprecated) and our own other devices.
 		if err := e.mach.SendRoomKeyRequest(ctx, evt.RoomID, content.SenderKey, content.SessionID, "", map[id.UserID][]id.DeviceID{
-			evt.Sender:   {deviceID},
+			evt.Sender:   {"*"},
 			e.cli.UserID: {"*"},
 		}); err != nil {
 			log.Warn().Err(err).Msg("Failed to request room key")

@@ -103,7 +103,6 @@ func TestUndecryptableReported(t *testing.T) {
 	bogus := &event.EncryptedEventContent{
 		Algorithm:        id.AlgorithmMegolmV1,
 		SenderKey:        "dGhpcyBpcyBub3QgYSByZWFsIGtleSBhdCBhbGwgISEhIQ",
-		DeviceID:         alice.cli.DeviceID,
 		SessionID:        "no-such-session",
 		MegolmCiphertext: []byte("AwgAEhAAAAAAAAAAAAAAAAAAAAAA"),
 	}
