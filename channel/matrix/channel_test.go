@@ -330,6 +330,17 @@ func TestRoomClose(t *testing.T) {
 		}
 	})
 
+	t.Run("ban", func(t *testing.T) {
+		room := alice.createRoom(false, e.botID)
+		alice.waitMessage(room, e.botID)
+		if _, err := alice.cli.BanUser(ctx, room, &mautrix.ReqBanUser{UserID: id.UserID(e.botID)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.rec.nextClosed(t); got != keyOf(room) {
+			t.Fatalf("closed: got %v, want %v", got, keyOf(room))
+		}
+	})
+
 	t.Run("last person leaves", func(t *testing.T) {
 		room := alice.createRoom(false, e.botID)
 		alice.waitMessage(room, e.botID)
@@ -371,7 +382,7 @@ func TestBackoffExhaustion(t *testing.T) {
 	opts.MaxReconnectAttempts = 3
 	b := e.startBot(opts)
 	b.errOK = true
-	e.hs.Stop()
+	e.hs.Kill()
 	start := time.Now()
 	err := b.wait(t)
 	if err == nil {

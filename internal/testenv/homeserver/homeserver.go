@@ -213,6 +213,15 @@ func (s *Server) Stop() {
 	})
 }
 
+// Kill ends the homeserver abruptly (SIGKILL), as a crash or a cut network
+// would: open requests fail at once instead of draining.
+func (s *Server) Kill() {
+	s.stopOnce.Do(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	})
+}
+
 // LogTail returns the last n bytes of the homeserver's log.
 func (s *Server) LogTail(n int) string {
 	b, err := os.ReadFile(s.logPath)

@@ -65,3 +65,15 @@ func TestStartRegisterLogin(t *testing.T) {
 		t.Fatal("Err after Stop: got nil, want stopped")
 	}
 }
+
+func TestKill(t *testing.T) {
+	s := homeserver.Start(t)
+	s.Kill()
+	if s.Err() == nil {
+		t.Fatal("Err after Kill: got nil, want stopped")
+	}
+	if _, err := http.Get(s.URL + "/_matrix/client/versions"); err == nil {
+		t.Fatal("request after Kill: got an answer, want a connection error")
+	}
+	s.Stop() // no-op after Kill
+}
