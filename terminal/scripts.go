@@ -1,0 +1,62 @@
+package terminal
+
+import (
+	"fmt"
+	"strings"
+)
+
+// tmuxConf is read when conch starts the sandbox's tmux server.
+const tmuxConf = `# conch: terminals of this sandbox
+set -g remain-on-exit on
+set -g history-limit 50000
+set -g status off
+set -g automatic-rename on
+set -g exit-empty off
+set -g escape-time 0
+`
+
+// bashRC is the rcfile of shell TTYs. It loads the user's own setup, then
+// makes bash report, invisibly, when a command starts (PS0) and when the
+// prompt is back with the exit status and working directory (end of PS1),
+// and its own exit (EXIT trap). The markers are OSC sequences tmux does not
+// render, so the screen the model reads never shows them.
+const bashRC = `# conch: shell TTY setup (generated; edits are overwritten)
+[ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
+[ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+__conch_status=0
+__conch_pc() { __conch_status=$?; return $__conch_status; }
+PROMPT_COMMAND="__conch_pc${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
+PS1="${PS1:-\\$ }"'\[\e]7770;conch;done;${__conch_status};${PWD}\a\]'
+PS0=$'\e]7770;conch;start\a'"${PS0-}"
+__conch_exit() { printf '\033]7770;conch;exit;%d\007' "$?"; }
+trap __conch_exit EXIT
+`
+
+// programScript runs a TTY's command ($CONCH_TTY_CMD) with job control, so
+// the program is the pane's foreground process, and reports its exit.
+const programScript = `set -m
+eval "$CONCH_TTY_CMD"
+__conch_s=$?
+printf '\033]7770;conch;exit;%d\007' "$__conch_s"
+exit $__conch_s`
+
+// turnEndScript is the turn-end hook the coding-agent CLIs run: it appends
+// to a marker file and tells conch at once by printing a marker on the
+// agent's pane (found through $TMUX_PANE, which the CLI inherits).
+func turnEndScript(runDir string) string {
+	return fmt.Sprintf(`#!/bin/sh
+# conch: turn-end hook of a coding-agent CLI (generated)
+name="${1:-agent}"
+date +%%s.%%N >> %s/turn-"$name" 2>/dev/null
+if [ -n "$TMUX_PANE" ]; then
+	tty=$(tmux display-message -p -t "$TMUX_PANE" '#{pane_tty}' 2>/dev/null)
+	[ -n "$tty" ] && printf '\033]7770;conch;turn;%%s\007' "$name" > "$tty"
+fi
+exit 0
+`, shellQuote(runDir))
+}
+
+// shellQuote quotes s as one word for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,412 @@
+package terminal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// State is what an observation found a terminal doing.
+type State string
+
+// States.
+const (
+	// StateOpened: the terminal was just opened; its first screen.
+	StateOpened State = "opened"
+	// StateDone: the shell's prompt is back; Exit and Cwd are known.
+	StateDone State = "done"
+	// StateRunning: a command is still running (quiet, or the wait ended).
+	StateRunning State = "running"
+	// StateQuiet: no marker to go by; the output settled.
+	StateQuiet State = "quiet"
+	// StateBusy: still producing output when the wait ended.
+	StateBusy State = "busy"
+	// StateNoChange: nothing new since the last observation.
+	StateNoChange State = "no_change"
+	// StateExited: the program ended; the terminal has been closed.
+	StateExited State = "exited"
+	// StateGone: the terminal vanished (killed outside conch).
+	StateGone State = "gone"
+)
+
+// Observation is what the model learns about one terminal.
+type Observation struct {
+	TTY int
+	// Command is the foreground program (tmux pane_current_command).
+	Command string
+	State   State
+	// Exit is the exit status for StateDone and StateExited.
+	Exit int
+	// Cwd is the shell's working directory for StateDone.
+	Cwd string
+	// New is the number of new lines; Text shows them, long runs elided.
+	New  int
+	Text string
+	// Archive is where the scrollback was saved when the terminal closed.
+	Archive string
+}
+
+// WaitResult is the outcome of Wait: one observation per open terminal.
+type WaitResult struct {
+	TTYs []Observation
+	// TimedOut is set when the wait ended before every terminal was done.
+	TimedOut bool
+	Elapsed  time.Duration
+}
+
+// Wait blocks until every terminal is done (a shell's prompt came back
+// after the last Type, a program exited, or the output has been quiet for
+// Options.Settle), at most timeout (0 or more than Options.MaxWait means
+// MaxWait), then observes every terminal: what is new since the last
+// observation. A dead terminal is reported once and then closed. When no
+// terminal has anything pending, Wait gives a just-sent keystroke up to
+// Settle to show up.
+func (m *Manager) Wait(ctx context.Context, timeout time.Duration) (WaitResult, error) {
+	if timeout <= 0 || timeout > m.o.MaxWait {
+		timeout = m.o.MaxWait
+	}
+	begin := m.o.Now()
+	m.mu.Lock()
+	ts := m.sortedLocked()
+	m.mu.Unlock()
+	if len(ts) == 0 {
+		return WaitResult{}, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	ready := m.waitReady(wctx, ts, true)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return WaitResult{}, err
+	}
+	res := WaitResult{TimedOut: !ready}
+	for _, t := range ts {
+		obs, err := m.observe(ctx, t)
+		if err != nil {
+			return res, err
+		}
+		res.TTYs = append(res.TTYs, obs)
+	}
+	res.Elapsed = m.o.Now().Sub(begin)
+	return res, nil
+}
+
+// waitReady waits until every terminal of ts is ready or ctx ends; it
+// reports whether they all were. With grace, terminals with nothing pending
+// get up to Settle for activity to begin.
+func (m *Manager) waitReady(ctx context.Context, ts []*tty, grace bool) bool {
+	begin := m.o.Now()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		now := m.o.Now()
+		all, active := true, false
+		var next time.Time
+		for _, t := range ts {
+			r, at, act := m.readyLocked(t, now)
+			active = active || act
+			if !r {
+				all = false
+				if !at.IsZero() && (next.IsZero() || at.Before(next)) {
+					next = at
+				}
+			}
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		if all {
+			if !grace || active || now.Sub(begin) >= m.o.Settle {
+				return true
+			}
+			next = begin.Add(m.o.Settle)
+		}
+		var tc <-chan time.Time
+		if !next.IsZero() {
+			timer.Reset(max(next.Sub(now), time.Millisecond))
+			tc = timer.C
+		}
+		select {
+		case <-ch:
+		case <-tc:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// readyLocked tells whether t is done, when to look again if not, and
+// whether anything happened on it since the last observation.
+func (m *Manager) readyLocked(t *tty, now time.Time) (ready bool, recheck time.Time, active bool) {
+	if t.exited || t.dead || t.ended {
+		return true, time.Time{}, true
+	}
+	pending := t.typeSeq > t.obsSeq
+	if !t.unseen && !pending {
+		return true, time.Time{}, false
+	}
+	if t.doneLocked() {
+		return true, time.Time{}, true
+	}
+	quiet := t.lastOutput
+	if t.lastType.After(quiet) {
+		quiet = t.lastType
+	}
+	if now.Sub(quiet) >= m.o.Settle {
+		return true, time.Time{}, true
+	}
+	return false, quiet.Add(m.o.Settle), true
+}
+
+// paneInfo is what display-message tells about a pane.
+type paneInfo struct {
+	hist, height int
+	dead         bool
+	deadStatus   int
+	current      string
+}
+
+const paneInfoFormat = "'#{history_size} #{pane_height} #{pane_dead} #{?pane_dead_status,#{pane_dead_status},-} #{pane_current_command}'"
+
+func parsePaneInfo(lines []string) (paneInfo, error) {
+	if len(lines) == 0 {
+		return paneInfo{}, errors.New("tmux: empty pane info")
+	}
+	f := strings.SplitN(lines[len(lines)-1], " ", 5)
+	if len(f) < 4 {
+		return paneInfo{}, fmt.Errorf("tmux: bad pane info %q", lines[len(lines)-1])
+	}
+	var p paneInfo
+	var err error
+	if p.hist, err = strconv.Atoi(f[0]); err != nil {
+		return p, fmt.Errorf("tmux: bad pane info %q", lines[0])
+	}
+	if p.height, err = strconv.Atoi(f[1]); err != nil {
+		return p, fmt.Errorf("tmux: bad pane info %q", lines[0])
+	}
+	p.dead = f[2] == "1"
+	p.deadStatus, _ = strconv.Atoi(f[3])
+	if len(f) == 5 {
+		p.current = f[4]
+	}
+	return p, nil
+}
+
+// observe captures what is new on t since its last observation and makes
+// it seen. A terminal whose program ended is reported and closed.
+func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
+	obs := Observation{TTY: t.n}
+	lines, info, startAbs, err := m.capture(ctx, t)
+	if err != nil {
+		if errors.Is(err, errSessionGone) {
+			obs.State = StateGone
+			m.forget(ctx, t)
+			return obs, nil
+		}
+		return obs, err
+	}
+	m.mu.Lock()
+	// Align what was seen with what was captured: the history may have
+	// dropped lines (history-limit) or been cleared.
+	seen := t.seen
+	switch off := startAbs - t.mark; {
+	case t.mark < 0:
+		seen = nil
+	case off == 0:
+	case off > 0 && off < len(seen):
+		seen = seen[off:]
+	default:
+		seen = nil
+	}
+	i := 0
+	for i < len(lines) && i < len(seen) && lines[i] == seen[i] {
+		i++
+	}
+	fresh := trimBlankTail(lines[i:])
+	screen := lines
+	if len(screen) > info.height {
+		screen = screen[len(screen)-info.height:]
+	}
+	t.mark = info.hist
+	t.seen = trimBlankTail(slices.Clone(screen))
+	obs.Command = info.current
+	t.current = info.current
+	exited, dead := t.exited, t.dead || info.dead
+	exitCode := t.exitCode
+	if !t.exited && info.dead {
+		exitCode = info.deadStatus
+	}
+	switch {
+	case exited || dead:
+		obs.State, obs.Exit = StateExited, exitCode
+	case len(fresh) == 0 && t.typeSeq <= t.obsSeq:
+		obs.State = StateNoChange
+	case t.doneLocked():
+		obs.State, obs.Exit, obs.Cwd = StateDone, t.status, t.cwd
+	case t.busy:
+		obs.State = StateRunning
+	case m.o.Now().Sub(t.lastOutput) < m.o.Settle:
+		obs.State = StateBusy
+	default:
+		obs.State = StateQuiet
+	}
+	t.obsSeq = t.seq
+	m.mu.Unlock()
+	obs.New = len(fresh)
+	obs.Text = elide(fresh, m.o.InlineLines, m.o.HeadLines, m.o.TailLines)
+	if obs.State == StateExited && t.n != CodeTTY {
+		archive, err := m.closeTTY(ctx, t)
+		if err != nil {
+			return obs, err
+		}
+		obs.Archive = archive
+		return obs, nil
+	}
+	return obs, m.saveRecord(ctx, t)
+}
+
+var errSessionGone = errors.New("tmux session gone")
+
+// capture returns the lines from t.mark to the bottom of the screen,
+// consistently with the history size it reports.
+func (m *Manager) capture(ctx context.Context, t *tty) (lines []string, info paneInfo, startAbs int, err error) {
+	t.opMu.Lock()
+	defer t.opMu.Unlock()
+	cc, err := m.client(ctx, t)
+	if err != nil {
+		return nil, paneInfo{}, 0, fmt.Errorf("%w: %w", errSessionGone, err)
+	}
+	m.mu.Lock()
+	// Output from here on counts as unseen again.
+	t.unseen = false
+	mark := t.mark
+	m.mu.Unlock()
+	target := quote(t.pane)
+	for attempt := 0; ; attempt++ {
+		var il []string
+		il, err = cc.command(ctx, "display-message -p -t "+target+" "+paneInfoFormat)
+		if err != nil {
+			if isNoSuchSession(err) {
+				return nil, paneInfo{}, 0, fmt.Errorf("%w: %w", errSessionGone, err)
+			}
+			return nil, paneInfo{}, 0, fmt.Errorf("observe terminal %d: %w", t.n, err)
+		}
+		info, err = parsePaneInfo(il)
+		if err != nil {
+			return nil, info, 0, err
+		}
+		start := mark - info.hist
+		if mark < 0 || start < -info.hist || start > 0 {
+			start = -info.hist
+		}
+		out, err := cc.command(ctx, fmt.Sprintf("capture-pane -p -t %s -S %d -E %d", target, start, info.height-1),
+			"display-message -p -t "+target+" "+paneInfoFormat)
+		if err != nil {
+			return nil, info, 0, fmt.Errorf("observe terminal %d: %w", t.n, err)
+		}
+		after, err := parsePaneInfo(out)
+		if err != nil {
+			return nil, info, 0, err
+		}
+		if after.hist == info.hist || attempt == 2 {
+			return out[:len(out)-1], after, after.hist + start, nil
+		}
+	}
+}
+
+func isNoSuchSession(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "can't find") || strings.Contains(s, "no server") || errors.Is(err, errControlClosed)
+}
+
+// forget drops a terminal that vanished.
+func (m *Manager) forget(ctx context.Context, t *tty) {
+	m.mu.Lock()
+	if m.ttys[t.n] == t {
+		delete(m.ttys, t.n)
+	}
+	cc := t.cc
+	m.notifyLocked()
+	m.mu.Unlock()
+	if cc != nil {
+		cc.close()
+	}
+	_ = m.reg.DeleteTerminal(ctx, m.o.Scope, t.n)
+}
+
+func trimBlankTail(lines []string) []string {
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
+}
+
+// elide shows lines whole when there are at most inline of them, else the
+// first head and the last tail with the gap marked.
+func elide(lines []string, inline, head, tail int) string {
+	if len(lines) <= inline {
+		return strings.Join(lines, "\n")
+	}
+	var b strings.Builder
+	b.WriteString(strings.Join(lines[:head], "\n"))
+	fmt.Fprintf(&b, "\n[… %d lines not shown …]\n", len(lines)-head-tail)
+	b.WriteString(strings.Join(lines[len(lines)-tail:], "\n"))
+	return b.String()
+}
+
+// String renders the observation for the model.
+func (o Observation) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[tty %d", o.TTY)
+	if o.Command != "" {
+		fmt.Fprintf(&b, " · %s", o.Command)
+	}
+	b.WriteString("] ")
+	switch o.State {
+	case StateOpened:
+		b.WriteString("opened")
+	case StateDone:
+		fmt.Fprintf(&b, "done, exit %d", o.Exit)
+		if o.Cwd != "" {
+			fmt.Fprintf(&b, " (cwd %s)", o.Cwd)
+		}
+	case StateRunning:
+		b.WriteString("still running")
+	case StateQuiet:
+		b.WriteString("output settled")
+	case StateBusy:
+		b.WriteString("still producing output")
+	case StateNoChange:
+		b.WriteString("no new output")
+	case StateExited:
+		fmt.Fprintf(&b, "exited with status %d; terminal closed", o.Exit)
+		if o.Archive != "" {
+			fmt.Fprintf(&b, ", scrollback saved to %s", o.Archive)
+		}
+	case StateGone:
+		b.WriteString("gone (its tmux session was ended outside conch)")
+	}
+	if o.Text != "" {
+		b.WriteString("\n")
+		b.WriteString(o.Text)
+	}
+	return b.String()
+}
+
+// String renders the result for the model.
+func (r WaitResult) String() string {
+	if len(r.TTYs) == 0 {
+		return "no terminals are open; open one with terminal_open"
+	}
+	parts := make([]string, 0, len(r.TTYs)+1)
+	for _, o := range r.TTYs {
+		parts = append(parts, o.String())
+	}
+	if r.TimedOut {
+		parts = append(parts, fmt.Sprintf("(waited %s; not everything has finished: call terminal_wait again to keep waiting)", r.Elapsed.Round(100*time.Millisecond)))
+	}
+	return strings.Join(parts, "\n\n")
+}
