@@ -32,6 +32,8 @@ type Sandbox struct {
 	rt *Runtime
 	b  *box
 	id atomic.Pointer[string]
+	// eops serves EngineExec.
+	eops atomic.Pointer[engineOps]
 }
 
 var _ conch.Sandbox = (*Sandbox)(nil)
@@ -153,7 +155,12 @@ func (s *Sandbox) EngineExec(ctx context.Context, req conch.ExecRequest) (conch.
 	} else {
 		done()
 	}
-	return (&engineOps{rt: s.rt, id: s.ID(), oomBase: -1}).Exec(ctx, req)
+	e := s.eops.Load()
+	if e == nil || e.id != s.ID() {
+		e = &engineOps{rt: s.rt, id: s.ID(), oomBase: -1}
+		s.eops.Store(e)
+	}
+	return e.Exec(ctx, req)
 }
 
 // CheckStatic reports an error unless path is a statically linked ELF

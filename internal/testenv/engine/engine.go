@@ -215,6 +215,10 @@ events_logger = "file"
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
+	if name == "podman" {
+		// dockerd writes its own pidfile; scripts/testenv-engines.sh reads both.
+		_ = os.WriteFile(filepath.Join(dir, "podman.pid"), []byte(fmt.Sprintln(cmd.Process.Pid)), 0o644)
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	tick := time.NewTicker(100 * time.Millisecond)
