@@ -23,8 +23,9 @@ type Model struct {
 	mu       sync.Mutex
 	script   []Reply
 	requests []conch.ModelRequest
-	// Func, when set, answers requests after the script is used up.
-	Func func(conch.ModelRequest) (conch.ModelResponse, error)
+	// Func, when set, answers requests after the script is used up. It
+	// is called without the lock held, so it may block.
+	Func func(context.Context, conch.ModelRequest) (conch.ModelResponse, error)
 }
 
 var _ conch.Model = (*Model)(nil)
@@ -45,17 +46,19 @@ func (m *Model) Generate(ctx context.Context, req conch.ModelRequest) (conch.Mod
 		return conch.ModelResponse{}, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	req.Messages = slices.Clone(req.Messages)
 	m.requests = append(m.requests, req)
 	if len(m.script) == 0 {
-		if m.Func != nil {
-			return m.Func(req)
+		fn, n := m.Func, len(m.requests)
+		m.mu.Unlock()
+		if fn != nil {
+			return fn(ctx, req)
 		}
-		return conch.ModelResponse{}, fmt.Errorf("fake model: script exhausted after %d requests", len(m.requests))
+		return conch.ModelResponse{}, fmt.Errorf("fake model: script exhausted after %d requests", n)
 	}
 	r := m.script[0]
 	m.script = m.script[1:]
+	m.mu.Unlock()
 	return r.Resp, r.Err
 }
 
