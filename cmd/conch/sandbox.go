@@ -9,7 +9,6 @@ import (
 
 	"conch/config"
 	"conch/sandbox/agent"
-	"conch/sandbox/docker"
 )
 
 func (a *app) sandboxAgentCmd() *cobra.Command {
@@ -22,19 +21,6 @@ func (a *app) sandboxAgentCmd() *cobra.Command {
 			return agent.ServeStdio(cmd.Context())
 		},
 	}
-}
-
-// runtimeOptions maps the configuration onto the runtime's options.
-func runtimeOptions(cfg *config.Config, instance string) (docker.Options, error) {
-	sc := cfg.Sandbox
-	return docker.Options{
-		Host:        sc.Host,
-		Engine:      sc.Engine,
-		InstanceID:  instance,
-		Image:       sc.Image,
-		AgentBinary: staticSelf(),
-		DataDir:     cfg.DataDir,
-	}, nil
 }
 
 func (a *app) sandboxCmd() *cobra.Command {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -103,7 +102,7 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	if err != nil {
 		return err
 	}
-	opts, err := runtimeOptions(d.cfg, instance)
+	opts, err := docker.OptionsFromConfig(d.cfg, instance)
 	if err != nil {
 		return err
 	}
@@ -147,26 +146,6 @@ func instanceID(cfg *config.Config) (string, error) {
 		return "", fmt.Errorf("instance id: %w", err)
 	}
 	return id, nil
-}
-
-// staticSelf returns the path of this executable if it is statically linked
-// (so it can run inside a sandbox), else "".
-func staticSelf() string {
-	exe, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return ""
-		}
-	}
-	return exe
 }
 
 // newAgent builds the agent loop with the built-in tools.
