@@ -36,7 +36,7 @@ type control struct {
 	stdin *io.PipeWriter
 	ev    controlEvents
 
-	mu      sync.Mutex // guards pending and closed, and orders writes
+	mu        sync.Mutex // guards pending and closed, and orders writes
 	pending   []chan reply
 	closed    bool
 	firstSeen bool // the reply to the command line has come

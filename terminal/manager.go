@@ -176,11 +176,13 @@ func (m *Manager) env() []string {
 	return append([]string{"LANG=C.UTF-8", "LC_ALL=C.UTF-8"}, m.o.Env...)
 }
 
-func (m *Manager) rcPath() string      { return path.Join(m.o.RunDir, "bashrc") }
-func (m *Manager) confPath() string    { return path.Join(m.o.RunDir, "tmux.conf") }
-func (m *Manager) hookPath() string    { return path.Join(m.o.RunDir, "turn-end.sh") }
-func (m *Manager) archiveDir() string  { return path.Join(m.o.Workspace, ".conch", "terminals") }
-func (m *Manager) tmuxArgs() []string  { return []string{"tmux", "-u", "-S", m.o.Socket, "-f", m.confPath()} }
+func (m *Manager) rcPath() string     { return path.Join(m.o.RunDir, "bashrc") }
+func (m *Manager) confPath() string   { return path.Join(m.o.RunDir, "tmux.conf") }
+func (m *Manager) hookPath() string   { return path.Join(m.o.RunDir, "turn-end.sh") }
+func (m *Manager) archiveDir() string { return path.Join(m.o.Workspace, ".conch", "terminals") }
+func (m *Manager) tmuxArgs() []string {
+	return []string{"tmux", "-u", "-S", m.o.Socket, "-f", m.confPath()}
+}
 func sessionName(n int) string         { return "tty_" + strconv.Itoa(n) }
 func (m *Manager) programPath() string { return path.Join(m.o.RunDir, "run-program.sh") }
 
@@ -284,7 +286,9 @@ func (m *Manager) Open(ctx context.Context, command string) (OpenResult, error) 
 	if err != nil {
 		return OpenResult{}, fmt.Errorf("open terminal %d: %w", n, err)
 	}
-	obs.State = StateOpened
+	if obs.State != StateExited {
+		obs.State = StateOpened
+	}
 	m.mu.Lock()
 	free := m.o.MaxTTYs - len(m.ttys)
 	m.mu.Unlock()
@@ -378,14 +382,17 @@ func (e *TypeError) Unwrap() error { return e.Err }
 // there. text is typed literally and followed by Enter when enter is true;
 // a text made only of key names ("C-c", "Tab", "Enter", "Up Up Enter") is
 // sent as those keys, without Enter. Type refuses while any terminal has
-// unseen output: observe (Wait) before you act. A *TypeError is a refusal
+// unseen output or was typed into since it was last observed: observe
+// (Wait) before you act. A *TypeError is a refusal
 // the model should read.
 func (m *Manager) Type(ctx context.Context, n int, expect, text string, enter bool) error {
 	m.mu.Lock()
 	t := m.ttys[n]
 	var unseen []int
 	for _, o := range m.sortedLocked() {
-		if o.unseen || o.dead || o.exited {
+		// Typed into since the last observation: its answer is unseen
+		// even if it has not arrived yet.
+		if o.unseen || o.dead || o.exited || o.typeSeq > o.obsSeq {
 			unseen = append(unseen, o.n)
 		}
 	}
@@ -622,8 +629,11 @@ func (m *Manager) Recover(ctx context.Context) (RecoverResult, error) {
 			t.openedAt = m.o.Now()
 			t.mark = -1 // nothing seen: everything is new
 		}
-		// Until it has been observed again, its screen counts as unseen.
+		// Until it has been observed again, its screen counts as unseen,
+		// and the next Wait lets it finish what it may be doing (a prompt
+		// marker, else Settle) as if it had just been typed into.
 		t.unseen = true
+		t.seq, t.typeSeq, t.lastType, t.recovered = 1, 1, m.o.Now(), true
 		m.mu.Lock()
 		m.ttys[n] = t
 		m.mu.Unlock()

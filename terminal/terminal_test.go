@@ -1,9 +1,13 @@
 package terminal_test
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"conch"
 	"conch/terminal"
 )
 
@@ -31,6 +35,205 @@ func TestShellDoneWithExitStatus(t *testing.T) {
 		contains(t, "output", o.Text, "\nhello")
 		if o.Cwd != b.ws {
 			t.Errorf("cwd: got %q, want %q", o.Cwd, b.ws)
+		}
+	})
+}
+
+func TestObserveBeforeAct(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		t.Cleanup(m.Detach)
+		for range 2 {
+			if _, err := m.Open(ctx, ""); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+		}
+		mustType(t, m, 0, "bash", "echo one", true)
+		// tty 0 now has output nobody has seen: typing anywhere is refused.
+		err := m.Type(ctx, 1, "bash", "echo two", true)
+		var te *terminal.TypeError
+		if !errors.As(err, &te) || !errors.Is(err, terminal.ErrUnseenOutput) {
+			t.Fatalf("Type with unseen output: got %v, want a TypeError wrapping ErrUnseenOutput", err)
+		}
+		contains(t, "refusal", te.Msg, "terminal 0")
+		res := mustWait(t, m, 10*time.Second)
+		contains(t, "tty 0", obsOf(t, res, 0).Text, "one")
+		if o := obsOf(t, res, 1); o.State != terminal.StateNoChange {
+			t.Errorf("tty 1: got %s, want no_change (echo two was refused)", o.State)
+		}
+		mustType(t, m, 1, "bash", "echo two", true)
+		res = mustWait(t, m, 10*time.Second)
+		contains(t, "tty 1", obsOf(t, res, 1).Text, "two")
+	})
+}
+
+func TestExpectAndPrograms(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		t.Cleanup(m.Detach)
+		op, err := m.Open(ctx, "python3 -q")
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		contains(t, "first screen", op.First.Text, ">>>")
+		err = m.Type(ctx, op.TTY, "bash", "print(6*7)", true)
+		var te *terminal.TypeError
+		if !errors.As(err, &te) {
+			t.Fatalf("Type with wrong expect: got %v, want a TypeError", err)
+		}
+		contains(t, "refusal", te.Msg, `running "python3"`)
+		mustType(t, m, op.TTY, "python3", "print(6*7)", true)
+		res := mustWait(t, m, 10*time.Second)
+		o := obsOf(t, res, op.TTY)
+		if o.State != terminal.StateQuiet {
+			t.Errorf("python3: got state %s, want quiet (no markers outside shells)", o.State)
+		}
+		contains(t, "python3 output", o.Text, "\n42\n")
+		mustType(t, m, op.TTY, "python3", "raise SystemExit(4)", true)
+		res = mustWait(t, m, 10*time.Second)
+		o = obsOf(t, res, op.TTY)
+		if o.State != terminal.StateExited || o.Exit != 4 {
+			t.Fatalf("after exit: got %s exit %d, want exited 4\n%s", o.State, o.Exit, res)
+		}
+		if got := m.List(); len(got) != 0 {
+			t.Errorf("List after the program exited: got %v, want none (dead terminals close)", got)
+		}
+		res = mustWait(t, m, time.Second)
+		if len(res.TTYs) != 0 {
+			t.Errorf("second Wait: got %v, want nothing (a dead terminal is reported once)", res)
+		}
+	})
+}
+
+func TestControlKeysAndRunning(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		t.Cleanup(m.Detach)
+		if _, err := m.Open(ctx, ""); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		mustType(t, m, 0, "bash", "sleep 60", true)
+		res := mustWait(t, m, 200*time.Millisecond)
+		if o := obsOf(t, res, 0); !res.TimedOut || o.State != terminal.StateRunning {
+			t.Fatalf("during sleep: got %s timedOut=%v, want running and timed out\n%s", o.State, res.TimedOut, res)
+		}
+		mustType(t, m, 0, "sleep", "C-c", false)
+		res = mustWait(t, m, 10*time.Second)
+		if o := obsOf(t, res, 0); o.State != terminal.StateDone || o.Exit != 130 {
+			t.Fatalf("after C-c: got %s exit %d, want done exit 130\n%s", o.State, o.Exit, res)
+		}
+	})
+}
+
+func TestLongOutputElided(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		t.Cleanup(m.Detach)
+		if _, err := m.Open(ctx, ""); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		mustType(t, m, 0, "bash", "seq 1 500", true)
+		o := obsOf(t, mustWait(t, m, 10*time.Second), 0)
+		if o.New != 502 {
+			t.Errorf("new lines: got %d, want 502 (command, 500 numbers, prompt)", o.New)
+		}
+		contains(t, "head", o.Text, "seq 1 500\n1\n2\n")
+		contains(t, "elision", o.Text, "[… 482 lines not shown …]")
+		contains(t, "tail", o.Text, "\n499\n500\n")
+		// Nothing new: the next observation shows nothing.
+		if o := obsOf(t, mustWait(t, m, 100*time.Millisecond), 0); o.State != terminal.StateNoChange || o.Text != "" {
+			t.Errorf("second wait: got %s %q, want no_change and no text", o.State, o.Text)
+		}
+	})
+}
+
+func TestExitArchivesScrollback(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		t.Cleanup(m.Detach)
+		for range 2 {
+			if _, err := m.Open(ctx, ""); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+		}
+		mustType(t, m, 0, "bash", "echo archived-line; exit 7", true)
+		res := mustWait(t, m, 10*time.Second)
+		o := obsOf(t, res, 0)
+		if o.State != terminal.StateExited || o.Exit != 7 || o.Archive == "" {
+			t.Fatalf("after exit 7: got %s exit %d archive %q, want exited 7 with an archive\n%s", o.State, o.Exit, o.Archive, res)
+		}
+		data, err := b.sb.ReadFile(ctx, o.Archive, 1<<20)
+		if err != nil {
+			t.Fatalf("read archive: %v", err)
+		}
+		contains(t, "archive", string(data), "archived-line")
+		arch, err := m.Close(ctx, 1)
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		contains(t, "archive path", arch, b.ws+"/.conch/terminals/tty_1-")
+		if got := m.List(); len(got) != 0 {
+			t.Errorf("List: got %v, want none", got)
+		}
+		if _, err := m.Close(ctx, 1); conch.KindOf(err) != conch.KindNotFound {
+			t.Errorf("Close again: got %v, want not found", err)
+		}
+	})
+}
+
+func TestRecoverAfterRestart(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		reg := terminal.NewMemRegistry()
+		m1 := terminal.NewManager(b.sb, reg, b.opts)
+		for range 2 {
+			if _, err := m1.Open(ctx, ""); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+		}
+		mustType(t, m1, 0, "bash", "echo seen-before", true)
+		mustWait(t, m1, 10*time.Second)
+		// A terminal the registry knows but the sandbox lost (restarted).
+		if err := reg.SaveTerminal(ctx, b.opts.Scope, terminal.Record{TTY: 5, Session: "tty_5", Shell: true}); err != nil {
+			t.Fatal(err)
+		}
+		mustType(t, m1, 0, "bash", "sleep 0.2; echo after-$((1+1))", true)
+		m1.Detach() // conch stops before it observed the output
+
+		m2 := terminal.NewManager(b.sb, reg, b.opts)
+		t.Cleanup(m2.Detach)
+		rr, err := m2.Recover(ctx)
+		if err != nil {
+			t.Fatalf("Recover: %v", err)
+		}
+		if fmt.Sprint(rr.Found) != "[0 1]" || fmt.Sprint(rr.Lost) != "[5]" {
+			t.Fatalf("Recover: got found %v lost %v, want found [0 1] lost [5]", rr.Found, rr.Lost)
+		}
+		if err := m2.Type(ctx, 1, "bash", "echo x", true); !errors.Is(err, terminal.ErrUnseenOutput) {
+			t.Errorf("Type before observing recovered terminals: got %v, want ErrUnseenOutput", err)
+		}
+		res := mustWait(t, m2, 10*time.Second)
+		o := obsOf(t, res, 0)
+		contains(t, "recovered tty 0", o.Text, "\nafter-2\n")
+		if strings.Contains(o.Text, "seen-before") {
+			t.Errorf("recovered tty 0 repeats what was seen before the restart:\n%s", o.Text)
+		}
+		if o := obsOf(t, res, 1); o.State != terminal.StateNoChange {
+			t.Errorf("recovered tty 1: got %s %q, want no_change", o.State, o.Text)
+		}
+		// The recovered terminal works as before, markers included.
+		mustType(t, m2, 0, "bash", "false", true)
+		if o := obsOf(t, mustWait(t, m2, 10*time.Second), 0); o.State != terminal.StateDone || o.Exit != 1 {
+			t.Errorf("after recovery: got %s exit %d, want done exit 1", o.State, o.Exit)
+		}
+		recs, _ := reg.LoadTerminals(ctx, b.opts.Scope)
+		if len(recs) != 2 {
+			t.Errorf("registry after recovery: got %d records, want 2", len(recs))
 		}
 	})
 }

@@ -33,6 +33,7 @@ type tty struct {
 	typeSeq    uint64 // seq of the last Type
 	unseen     bool   // output since the last observation
 	obsSeq     uint64 // seq at the last observation
+	recovered  bool   // found by Recover, not observed since
 
 	busy     bool   // a start marker came after the last done
 	doneSeq  uint64 // seq of the last done marker

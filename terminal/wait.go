@@ -242,7 +242,7 @@ func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
 	switch {
 	case exited || dead:
 		obs.State, obs.Exit = StateExited, exitCode
-	case len(fresh) == 0 && t.typeSeq <= t.obsSeq:
+	case len(fresh) == 0 && (t.typeSeq <= t.obsSeq || t.recovered):
 		obs.State = StateNoChange
 	case t.doneLocked():
 		obs.State, obs.Exit, obs.Cwd = StateDone, t.status, t.cwd
@@ -254,6 +254,7 @@ func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
 		obs.State = StateQuiet
 	}
 	t.obsSeq = t.seq
+	t.recovered = false
 	m.mu.Unlock()
 	obs.New = len(fresh)
 	obs.Text = elide(fresh, m.o.InlineLines, m.o.HeadLines, m.o.TailLines)
