@@ -70,14 +70,14 @@ func BenchmarkMessage(b *testing.B) {
 }
 
 // BenchmarkMessageParallel is BenchmarkMessage from many goroutines at once,
-// as many conversations would drive it.
+// as many conversations would drive it; concurrent AddInbounds share commits.
 func BenchmarkMessageParallel(b *testing.B) {
 	for _, s := range benchStores {
 		b.Run(s.name, func(b *testing.B) {
 			db := s.open(b)
 			ctx := context.Background()
 			var n atomic.Int64
-			b.SetParallelism(4)
+			b.SetParallelism(16) // 32 goroutines on 2 cores: many conversations at once
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

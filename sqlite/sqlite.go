@@ -124,6 +124,7 @@ type DB struct {
 	ws       writeStmts
 	rs       readStmts
 	prepared []*sql.Stmt
+	inbound  inboundQueue
 	now      func() time.Time
 	path     string
 	// syncInbound: the writer runs NORMAL and switches to FULL for AddInbound.

@@ -67,69 +67,6 @@ const (
 		WHERE conversation_id = ? AND status IN ('pending', 'running')`
 )
 
-// AddInbound stores the message and a pending turn for it, durably: when it
-// returns nil the message survives a crash. A message whose (channel,
-// ExternalID) is already stored returns the existing turn and dup = true.
-// A zero ReceivedAt is stored as the current time.
-func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, dup bool, err error) {
-	if err := validKey(in.Key); err != nil {
-		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
-	}
-	if in.Sender == "" {
-		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", conch.Errorf(conch.KindInvalid, "message in %s has no sender", in.Key))
-	}
-	var refs string
-	if len(in.Thread.References) > 0 {
-		b, err := json.Marshal(in.Thread.References)
-		if err != nil {
-			return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
-		}
-		refs = string(b)
-	}
-	now := d.now()
-	if in.ReceivedAt.IsZero() {
-		in.ReceivedAt = now
-	}
-	err = d.writeDurable(ctx, func(tx *sql.Tx) error {
-		if in.ExternalID != "" {
-			t, err = scanTurn(tx.StmtContext(ctx, d.ws.turnByExternalID).QueryRowContext(ctx, in.Key.Channel, in.ExternalID))
-			if err == nil {
-				dup = true
-				return nil
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-		}
-		var convID, gen int64
-		err := tx.StmtContext(ctx, d.ws.findConversation).QueryRowContext(ctx, in.Key.Channel, in.Key.ID).Scan(&convID, &gen)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = tx.StmtContext(ctx, d.ws.addConversation).QueryRowContext(ctx, in.Key.Channel, in.Key.ID, millis(now)).Scan(&convID, &gen)
-		}
-		if err != nil {
-			return err
-		}
-		var id int64
-		if err := tx.StmtContext(ctx, d.ws.addTurn).QueryRowContext(ctx, convID, gen, in.Key.Channel, in.ExternalID, in.Sender, in.SenderName,
-			in.Thread.Subject, refs, nullMillis(in.ReceivedAt), millis(now)).Scan(&id); err != nil {
-			return err
-		}
-		if _, err := tx.StmtContext(ctx, d.ws.addUserMessage).ExecContext(ctx, convID, id, gen, in.Text, millis(now)); err != nil {
-			return err
-		}
-		in.ReceivedAt = normTime(in.ReceivedAt)
-		if len(in.Thread.References) == 0 {
-			in.Thread.References = nil
-		}
-		t = conch.Turn{ID: conch.TurnID(id), Key: in.Key, Inbound: in, Status: conch.TurnPending, CreatedAt: normTime(now)}
-		return nil
-	})
-	if err != nil {
-		return conch.Turn{}, false, fmt.Errorf("add inbound to %s: %w", in.Key, err)
-	}
-	return t, dup, nil
-}
-
 // StartTurn marks a pending or running turn running and counts an attempt.
 // A finished turn (done, stopped, abandoned) is not started again: the error
 // is of kind conch.KindInvalid and the Turn returned with it shows its state.
