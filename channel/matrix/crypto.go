@@ -16,10 +16,14 @@ type e2eeHooks struct {
 	// wanted filters encrypted events before decryption (nil: all).
 	wanted func(evt *event.Event) bool
 	// decrypted receives a decrypted event; late is true when it was
-	// decrypted after waiting for its room key, outside the sync loop.
-	decrypted func(ctx context.Context, evt *event.Event, late bool)
-	// failed is told about an event that cannot be decrypted.
+	// decrypted after waiting for its room key, outside the sync loop. A
+	// late event whose delivery failed stays pending for the next start.
+	decrypted func(ctx context.Context, evt *event.Event, late bool) error
+	// failed is told about an event that cannot be decrypted (yet).
 	failed func(evt *event.Event, err error)
+	// roundErr fails the sync round in progress: an event could not be
+	// stored as pending, so the sync token must not advance.
+	roundErr func(err error)
 	// lifetime ends background retries (Run's context).
 	lifetime context.Context
 	// initialWait and extendedWait bound the wait for a missing room key
@@ -32,7 +36,10 @@ func (h *e2eeHooks) setDefaults() {
 		h.wanted = func(*event.Event) bool { return true }
 	}
 	if h.decrypted == nil {
-		h.decrypted = func(context.Context, *event.Event, bool) {}
+		h.decrypted = func(context.Context, *event.Event, bool) error { return nil }
+	}
+	if h.roundErr == nil {
+		h.roundErr = func(error) {}
 	}
 	if h.failed == nil {
 		h.failed = func(*event.Event, error) {}

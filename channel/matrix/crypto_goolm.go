@@ -5,9 +5,12 @@ package matrix
 import (
 	"context"
 	"database/sql"
+	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
@@ -28,12 +31,33 @@ const e2eeAvailable = true
 // cryptohelper imports dbutil/litestream, which pulls in the cgo SQLite
 // driver (mattn/go-sqlite3) whenever cgo is on (e.g. go test -race).
 type e2ee struct {
-	cli   *mautrix.Client
-	mach  *crypto.OlmMachine
-	log   zerolog.Logger
-	hooks e2eeHooks
-	bg    sync.WaitGroup
+	cli     *mautrix.Client
+	mach    *crypto.OlmMachine
+	log     zerolog.Logger
+	hooks   e2eeHooks
+	pending *dbutil.Database // conch_matrix_pending: events waiting for a room key
+	bg      sync.WaitGroup
+
+	mu       sync.Mutex
+	inflight map[id.EventID]bool // pending events a goroutine is working on
 }
+
+// upgrades holds the schema of conch's own Matrix tables, versioned by
+// dbutil in conch_matrix_version like mautrix's crypto_ and mx_ tables.
+//
+//go:embed upgrades/*.sql
+var upgrades embed.FS
+
+// maxPendingAge is how long an event waits for its room key across restarts.
+const maxPendingAge = 7 * 24 * time.Hour
+
+const (
+	sqlAddPending = `INSERT INTO conch_matrix_pending (event_id, room_id, session_id, event, added_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING`
+	sqlDeletePending    = `DELETE FROM conch_matrix_pending WHERE event_id = $1`
+	sqlPendingBySession = `SELECT event, added_at FROM conch_matrix_pending WHERE session_id = $1 ORDER BY added_at`
+	sqlAllPending       = `SELECT event, added_at FROM conch_matrix_pending ORDER BY added_at`
+)
 
 // setupE2EE loads (or creates) the device's Olm account, makes sure its keys
 // are on the server and hooks decryption into the client's syncer. It sets
@@ -56,12 +80,19 @@ func setupE2EE(ctx context.Context, cli *mautrix.Client, db *sql.DB, pickleKey [
 	if err := store.DB.Upgrade(ctx); err != nil {
 		return nil, fmt.Errorf("matrix crypto store: upgrade: %w", err)
 	}
+	pending := wrapped.Child("conch_matrix_version",
+		dbutil.BuildUpgradeTable().WithFSPath(upgrades, "upgrades").Finish(),
+		dbutil.ZeroLogger(log.With().Str("db_section", "conch_matrix").Logger()))
+	if err := pending.Upgrade(ctx); err != nil {
+		return nil, fmt.Errorf("matrix pending events: upgrade: %w", err)
+	}
 	mlog := log.With().Str("component", "crypto").Logger()
 	mach := crypto.NewOlmMachine(cli, &mlog, store, state)
 	if err := mach.Load(ctx); err != nil {
 		return nil, fmt.Errorf("matrix crypto: load olm account: %w", err)
 	}
-	e := &e2ee{cli: cli, mach: mach, log: mlog, hooks: hooks}
+	e := &e2ee{cli: cli, mach: mach, log: mlog, hooks: hooks, pending: pending, inflight: make(map[id.EventID]bool)}
+	mach.SessionReceived = e.sessionReceived
 	if err := e.verifyDeviceKeys(ctx); err != nil {
 		return nil, err
 	}
@@ -107,6 +138,8 @@ func (e *e2ee) verifyDeviceKeys(ctx context.Context) error {
 }
 
 // handleEncrypted runs inside the sync loop for each m.room.encrypted event.
+// An event whose room key has not arrived is stored before the sync token
+// advances, so it is retried when the key comes, even after a restart.
 func (e *e2ee) handleEncrypted(ctx context.Context, evt *event.Event) {
 	if !e.hooks.wanted(evt) {
 		return
@@ -116,12 +149,11 @@ func (e *e2ee) handleEncrypted(ctx context.Context, evt *event.Event) {
 	case err == nil:
 		e.hooks.decrypted(ctx, decrypted, false)
 	case errors.Is(err, crypto.ErrNoSessionFound):
-		// The room key may still be on its way: wait, then ask for it.
-		e.bg.Add(1)
-		go func() {
-			defer e.bg.Done()
-			e.waitAndRetry(context.WithoutCancel(ctx), e.hooks.lifetime, evt)
-		}()
+		if err := e.addPending(ctx, evt); err != nil {
+			e.hooks.roundErr(err)
+			return
+		}
+		e.retry(evt, false)
 	default:
 		e.log.Warn().Err(err).Stringer("event_id", evt.ID).Stringer("room_id", evt.RoomID).Msg("Failed to decrypt event")
 		e.hooks.failed(evt, err)
@@ -137,17 +169,39 @@ func (e *e2ee) decrypt(ctx context.Context, evt *event.Event) (*event.Event, err
 	return decrypted, nil
 }
 
-// waitAndRetry waits for the room key of evt, requests it from the sender's
-// and our own devices if it does not come, and decrypts evt when it arrives.
-func (e *e2ee) waitAndRetry(ctx, lifetime context.Context, evt *event.Event) {
+// retry waits in the background for the room key of a pending event,
+// requesting it from the sender's and our own devices, and delivers the
+// event when it can be decrypted. requestNow skips the first quiet wait
+// (for events resumed after a restart).
+func (e *e2ee) retry(evt *event.Event, requestNow bool) {
+	e.mu.Lock()
+	if e.inflight[evt.ID] {
+		e.mu.Unlock()
+		return
+	}
+	e.inflight[evt.ID] = true
+	e.bg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.bg.Done()
+		defer func() {
+			e.mu.Lock()
+			delete(e.inflight, evt.ID)
+			e.mu.Unlock()
+		}()
+		e.waitAndRetry(e.hooks.lifetime, evt, requestNow)
+	}()
+}
+
+func (e *e2ee) waitAndRetry(ctx context.Context, evt *event.Event, requestNow bool) {
 	content := evt.Content.AsEncrypted()
 	log := e.log.With().Stringer("event_id", evt.ID).Stringer("session_id", content.SessionID).Logger()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(lifetime, cancel)
-	defer stop()
-
-	got := e.mach.WaitForSession(ctx, evt.RoomID, content.SenderKey, content.SessionID, e.hooks.initialWait)
+	got := false
+	if !requestNow {
+		got = e.mach.WaitForSession(ctx, evt.RoomID, content.SenderKey, content.SessionID, e.hooks.initialWait)
+	} else if _, err := e.decrypt(ctx, evt); !errors.Is(err, crypto.ErrNoSessionFound) {
+		got = true // the key arrived while we were down (or decryption fails for good)
+	}
 	if !got && ctx.Err() == nil {
 		log.Debug().Msg("Room key not received, requesting it")
 		// Ask all of the sender's devices (the event's device_id field is
@@ -161,20 +215,134 @@ func (e *e2ee) waitAndRetry(ctx, lifetime context.Context, evt *event.Event) {
 		got = e.mach.WaitForSession(ctx, evt.RoomID, content.SenderKey, content.SessionID, e.hooks.extendedWait)
 	}
 	if ctx.Err() != nil {
-		return
+		return // still pending: retried at the next start
 	}
 	if !got {
-		log.Warn().Stringer("room_id", evt.RoomID).Msg("Room key never arrived; event cannot be decrypted")
+		log.Warn().Stringer("room_id", evt.RoomID).Msg("Room key has not arrived; the event stays pending until it does")
 		e.hooks.failed(evt, crypto.ErrNoSessionFound)
 		return
 	}
+	e.finish(ctx, evt)
+}
+
+// finish decrypts a pending event whose key is there, delivers it and
+// forgets it. A failed delivery keeps it for the next start.
+func (e *e2ee) finish(ctx context.Context, evt *event.Event) {
 	decrypted, err := e.decrypt(ctx, evt)
 	if err != nil {
-		log.Warn().Err(err).Msg("Failed to decrypt event after receiving its key")
+		e.log.Warn().Err(err).Stringer("event_id", evt.ID).Msg("Failed to decrypt event after receiving its key")
 		e.hooks.failed(evt, err)
+		e.removePending(ctx, evt.ID)
 		return
 	}
-	e.hooks.decrypted(ctx, decrypted, true)
+	if err := e.hooks.decrypted(ctx, decrypted, true); err != nil {
+		e.log.Warn().Err(err).Stringer("event_id", evt.ID).Msg("Delivering a late-decrypted event failed; retrying at the next start")
+		return
+	}
+	e.removePending(ctx, evt.ID)
+}
+
+// sessionReceived runs when a room key is stored: pending events of that
+// session that no goroutine is waiting for are decrypted now.
+func (e *e2ee) sessionReceived(ctx context.Context, _ id.RoomID, sessionID id.SessionID, _ uint32) {
+	evts, err := e.loadPending(ctx, sqlPendingBySession, sessionID)
+	if err != nil {
+		e.log.Warn().Err(err).Msg("Failed to load pending events")
+		return
+	}
+	for _, evt := range evts {
+		e.mu.Lock()
+		busy := e.inflight[evt.ID]
+		if !busy {
+			e.inflight[evt.ID] = true
+			e.bg.Add(1)
+		}
+		e.mu.Unlock()
+		if busy {
+			continue // its waiter was woken by the same key
+		}
+		go func() {
+			defer e.bg.Done()
+			defer func() {
+				e.mu.Lock()
+				delete(e.inflight, evt.ID)
+				e.mu.Unlock()
+			}()
+			e.finish(e.hooks.lifetime, evt)
+		}()
+	}
+}
+
+// resumePending retries the events that were waiting for a room key when
+// conch stopped; those older than maxPendingAge are given up.
+func (e *e2ee) resumePending(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
+	evts, err := e.loadPending(ctx, sqlAllPending)
+	if err != nil {
+		return err
+	}
+	for _, evt := range evts {
+		e.retry(evt, true)
+	}
+	if len(evts) > 0 {
+		e.log.Info().Int("count", len(evts)).Msg("Retrying events still waiting for their room key")
+	}
+	return nil
+}
+
+func (e *e2ee) addPending(ctx context.Context, evt *event.Event) error {
+	raw, err := json.Marshal(evt)
+	if err != nil {
+		return fmt.Errorf("store pending event %s: %w", evt.ID, err)
+	}
+	content := evt.Content.AsEncrypted()
+	if _, err := e.pending.Exec(ctx, sqlAddPending, evt.ID, evt.RoomID, content.SessionID, string(raw), time.Now().UnixMilli()); err != nil {
+		return fmt.Errorf("store pending event %s: %w", evt.ID, err)
+	}
+	return nil
+}
+
+func (e *e2ee) removePending(ctx context.Context, eventID id.EventID) {
+	if _, err := e.pending.Exec(context.WithoutCancel(ctx), sqlDeletePending, eventID); err != nil {
+		e.log.Warn().Err(err).Stringer("event_id", eventID).Msg("Failed to forget pending event")
+	}
+}
+
+func (e *e2ee) loadPending(ctx context.Context, query string, args ...any) ([]*event.Event, error) {
+	rows, err := e.pending.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("load pending events: %w", err)
+	}
+	defer rows.Close()
+	var evts []*event.Event
+	for rows.Next() {
+		var raw string
+		var added int64
+		if err := rows.Scan(&raw, &added); err != nil {
+			return nil, fmt.Errorf("load pending events: %w", err)
+		}
+		var evt event.Event
+		if err := json.Unmarshal([]byte(raw), &evt); err != nil {
+			e.log.Warn().Err(err).Msg("Dropping unreadable pending event")
+			continue
+		}
+		if time.Since(time.UnixMilli(added)) > maxPendingAge {
+			e.log.Warn().Stringer("event_id", evt.ID).Msg("Giving up on an event whose room key never arrived")
+			e.removePending(ctx, evt.ID)
+			continue
+		}
+		evt.Type.Class = event.MessageEventType
+		if err := evt.Content.ParseRaw(evt.Type); err != nil && !errors.Is(err, event.ErrContentAlreadyParsed) {
+			e.log.Warn().Err(err).Stringer("event_id", evt.ID).Msg("Dropping unparsable pending event")
+			e.removePending(ctx, evt.ID)
+			continue
+		}
+		evt.Mautrix.EventSource = event.SourceJoin | event.SourceTimeline
+		evts = append(evts, &evt)
+	}
+	return evts, rows.Err()
 }
 
 // Encrypt encrypts content for roomID, sharing a group session with the

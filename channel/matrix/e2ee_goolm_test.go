@@ -5,9 +5,11 @@ package matrix
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"maunium.net/go/mautrix/crypto"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
@@ -130,5 +132,68 @@ func TestUndecryptableReported(t *testing.T) {
 	}
 	if st := b.Status(ctx, key); len(st) != 0 {
 		t.Fatalf("status after a message decrypted again: got %q, want nothing", st)
+	}
+}
+
+// TestLateKeyAcrossRestart: a message whose room key is withheld waits as
+// pending in the store; after a restart the bot asks for the key again and,
+// once the sender shares it, the message is delivered.
+func TestLateKeyAcrossRestart(t *testing.T) {
+	e := newEnv(t)
+	alice := e.newPeer("alice", true)
+	var share atomic.Bool
+	alice.crypto.mach.AllowKeyShare = func(context.Context, *id.Device, event.RequestedKeyInfo) *crypto.KeyShareRejection {
+		if share.Load() {
+			return nil
+		}
+		return &crypto.KeyShareRejectNoResponse
+	}
+	opts := e.options(string(alice.id()))
+	opts.keyWaitInitial, opts.keyWaitExtended = 100*time.Millisecond, 300*time.Millisecond
+	b1 := e.startBot(opts)
+	ctx := context.Background()
+
+	room := alice.createRoom(true, e.botID)
+	alice.waitMessage(room, e.botID)
+	// A group session shared with alice's own devices only: the bot cannot
+	// decrypt what follows until alice answers its key request.
+	if err := alice.crypto.mach.ShareGroupSession(ctx, room, []id.UserID{alice.id()}); err != nil {
+		t.Fatal(err)
+	}
+	sent := alice.send(room, "sent before the key")
+	key := keyOf(room)
+	deadline := time.Now().Add(waitLimit)
+	for len(b1.Status(ctx, key)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("status: the message without a key was never reported")
+		}
+		time.Sleep(20 * time.Millisecond) // Status has no change notification
+	}
+	var pending int
+	if err := e.db.QueryRow(`SELECT count(*) FROM conch_matrix_pending WHERE event_id = ?`, sent.String()).Scan(&pending); err != nil || pending != 1 {
+		t.Fatalf("pending rows for the event: got %d (%v), want 1", pending, err)
+	}
+	if err := b1.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b1.rec.all(); len(got) != 0 {
+		t.Fatalf("delivered without a key: %+v", got)
+	}
+
+	share.Store(true)
+	b2 := e.startBot(opts)
+	in := b2.rec.nextWithText(t, "sent before the key")
+	if in.ExternalID != sent.String() {
+		t.Fatalf("external id: got %s, want %s", in.ExternalID, sent)
+	}
+	if st := b2.Status(ctx, key); len(st) != 0 {
+		t.Fatalf("status after delivery: got %q, want nothing", st)
+	}
+	// Run waits for its background work, so the row is gone once it returned.
+	if err := b2.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.db.QueryRow(`SELECT count(*) FROM conch_matrix_pending`).Scan(&pending); err != nil || pending != 0 {
+		t.Fatalf("pending rows after delivery: got %d (%v), want 0", pending, err)
 	}
 }

@@ -173,21 +173,32 @@ func (c *Channel) wantEncrypted(evt *event.Event) bool {
 }
 
 // onDecrypted receives decrypted events: in the sync loop, or later when the
-// room key arrived after a wait.
-func (c *Channel) onDecrypted(ctx context.Context, evt *event.Event, late bool) {
+// room key arrived after a wait. A late event's error keeps it pending.
+func (c *Channel) onDecrypted(ctx context.Context, evt *event.Event, late bool) error {
 	c.mu.Lock()
 	delete(c.undecrypted, evt.RoomID)
 	c.mu.Unlock()
 	if evt.Type != event.EventMessage {
-		return
+		return nil
 	}
 	if !late {
 		c.onMessage(ctx, evt)
-		return
+		return nil
 	}
 	if err := c.deliver(ctx, evt); err != nil {
 		c.log.Error("matrix: deliver late-decrypted message", "room", evt.RoomID, "event", evt.ID, "err", err)
+		return err
 	}
+	return nil
+}
+
+// failRound makes the sync round in progress fail (from the sync loop only).
+func (c *Channel) failRound(err error) {
+	if r := c.round; r != nil {
+		r.fail(err)
+		return
+	}
+	c.log.Error("matrix: error outside a sync round", "err", err)
 }
 
 // onUndecryptable records a message that cannot be decrypted, for Status.

@@ -290,7 +290,7 @@ func (e *env) newPeer(localpart string, withCrypto bool) *peer {
 	if withCrypto {
 		pdb := openDB(t, filepath.Join(t.TempDir(), localpart+".db"))
 		p.crypto, err = setupE2EE(ctx, cli, pdb, []byte("peer-pickle-key-"+localpart), cli.Log, e2eeHooks{
-			decrypted: func(_ context.Context, evt *event.Event, _ bool) { p.record(evt) },
+			decrypted: func(_ context.Context, evt *event.Event, _ bool) error { p.record(evt); return nil },
 			lifetime:  ctx,
 		})
 		if err != nil {

@@ -186,6 +186,7 @@ func (c *Channel) start(ctx context.Context) error {
 		wanted:    c.wantEncrypted,
 		decrypted: c.onDecrypted,
 		failed:    c.onUndecryptable,
+		roundErr:  c.failRound,
 		lifetime:  ctx,
 
 		initialWait:  c.opts.keyWaitInitial,
@@ -199,6 +200,9 @@ func (c *Channel) start(ctx context.Context) error {
 	syncer.OnEventType(event.StateEncryption, c.onEncryption)
 	syncer.OnEventType(event.StateMember, c.onMember)
 	syncer.OnEventType(event.EventMessage, c.onMessage)
+	if err := crypto.resumePending(ctx); err != nil {
+		return fmt.Errorf("matrix: %w", err)
+	}
 	c.log.Info("matrix connected", "user", cli.UserID, "device", cli.DeviceID, "e2ee", e2eeAvailable)
 	return nil
 }
