@@ -18,7 +18,16 @@
 // IMMEDIATE, so writers never deadlock on a lock upgrade) and a pool of
 // reader connections (History, Facts, …; WAL lets them read while a write is
 // in progress). An in-memory database (":memory:") has exactly one connection,
-// shared by all.
+// shared by all. Every statement is prepared once at Open.
+//
+// # Durability
+//
+// Every change is one transaction. By default (SyncInbound) only the commit
+// of AddInbound waits for the disk: that is the promise a channel relies on
+// before it acknowledges a message. Concurrent AddInbound calls share one
+// transaction and one fsync (group commit). Other changes are safe against a
+// crash of the process and, on power loss, can only be lost as a suffix of
+// history; WithSync(SyncFull) makes every commit wait for the disk.
 //
 // # Sharing the file
 //
@@ -29,10 +38,13 @@
 //
 //	dbutil.NewWithDB(db.SQL(), "sqlite") // go.mau.fi/util/dbutil
 //
-// dbutil maps any dialect name starting with "sqlite" to its SQLite dialect,
-// and modernc binds the $1-style parameters dbutil writes. dbutil versions
-// its tables in its own table (crypto_version), independent of
-// PRAGMA user_version, which belongs to this package.
+// and hands the result to cryptohelper.NewCryptoHelper (which, given a path
+// instead, would open it with mattn/go-sqlite3: cgo only). dbutil maps any
+// dialect name starting with "sqlite" to its SQLite dialect, and modernc
+// binds the $1-style parameters dbutil writes. dbutil versions its tables in
+// its own table (crypto_version), independent of PRAGMA user_version, which
+// belongs to this package. The pool commits with synchronous=NORMAL (FULL
+// under SyncFull), as mautrix's own "sqlite3-fk-wal" setup does.
 //
 // With ":memory:" SQL returns the single connection's pool: holding a
 // transaction open on it blocks the Store until it ends.
