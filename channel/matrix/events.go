@@ -166,10 +166,18 @@ func (c *Channel) live(r *syncRound, evt *event.Event) bool {
 	return !r.historical && src&event.SourceJoin != 0 && src&event.SourceTimeline != 0 && evt.Sender != c.cli.UserID
 }
 
-// wantEncrypted filters encrypted events before decryption.
+// wantEncrypted filters encrypted events before decryption: only live
+// events from allowed senders are decrypted (or wait for their keys).
 func (c *Channel) wantEncrypted(evt *event.Event) bool {
 	r := c.round
-	return r != nil && c.live(r, evt)
+	if r == nil || !c.live(r, evt) {
+		return false
+	}
+	if !c.allowed(evt.Sender) {
+		c.log.Debug("matrix encrypted message dropped: sender not allowed", "room", evt.RoomID, "sender", evt.Sender)
+		return false
+	}
+	return true
 }
 
 // onDecrypted receives decrypted events: in the sync loop, or later when the

@@ -56,9 +56,10 @@ type Options struct {
 	// Greeting is sent after joining on an invite; "" means DefaultGreeting.
 	Greeting string
 
-	// DB holds mautrix's crypto and room-state tables (go.mau.fi/util/dbutil
-	// versioned, prefixed crypto_ and mx_). It may be conch's own SQLite
-	// database; open it with _txlock=immediate and a busy timeout.
+	// DB holds mautrix's crypto and room-state tables and the events waiting
+	// for a room key (each set versioned by go.mau.fi/util/dbutil in its own
+	// table: crypto_version, mx_version, conch_matrix_version). Pass conch's
+	// store, sqlite.DB.SQL(): same file, WAL, busy timeout, BEGIN IMMEDIATE.
 	DB *sql.DB
 	// Cursors keeps the sync token, the filter id and the device id.
 	Cursors conch.CursorStore
