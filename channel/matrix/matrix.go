@@ -142,6 +142,8 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	if err := c.start(runCtx); err != nil {
 		c.readyErr = err
 		close(c.ready)
+		cancel()
+		c.crypto.Close() // nil unless encryption was set up
 		if ctx.Err() != nil {
 			return nil
 		}
