@@ -63,7 +63,8 @@ type TurnStore interface {
 	// with the same (channel, ExternalID) exists, it returns that turn and
 	// dup = true.
 	AddInbound(ctx context.Context, in Inbound) (t Turn, dup bool, err error)
-	// StartTurn marks the turn running and counts an attempt.
+	// StartTurn marks the turn running and counts an attempt. A turn that
+	// already ended (done, stopped, abandoned, reset) is refused with KindInvalid.
 	StartTurn(ctx context.Context, id TurnID) (Turn, error)
 	// FinishTurn records the end of a turn.
 	FinishTurn(ctx context.Context, id TurnID, status TurnStatus, reason string) error
@@ -73,6 +74,8 @@ type TurnStore interface {
 	AppendMessage(ctx context.Context, id TurnID, m Message) error
 	// History returns the conversation's messages since its last reset, in
 	// order; the user message of each turn comes first within the turn.
+	// Turns not yet started (pending) are left out: they are queued behind
+	// the turn that asks.
 	History(ctx context.Context, key ConversationKey) ([]Message, error)
 	// RecordStep appends an agent step.
 	RecordStep(ctx context.Context, s Step) error
