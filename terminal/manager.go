@@ -145,6 +145,7 @@ type Manager struct {
 	ttys    map[int]*tty
 	changed chan struct{} // closed and replaced on every event
 	closed  bool
+	notices []string // told by the next Wait
 }
 
 // NewManager returns a Manager for sb. Call Recover before use to find the
@@ -652,6 +653,11 @@ func (m *Manager) Recover(ctx context.Context) (RecoverResult, error) {
 	}
 	slices.Sort(out.Found)
 	slices.Sort(out.Lost)
+	if len(out.Lost) > 0 {
+		m.mu.Lock()
+		m.notices = append(m.notices, fmt.Sprintf("terminal %s was lost: the computer restarted since it was opened", joinInts(out.Lost)))
+		m.mu.Unlock()
+	}
 	return out, nil
 }
 

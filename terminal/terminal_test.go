@@ -14,7 +14,7 @@ import (
 func TestShellDoneWithExitStatus(t *testing.T) {
 	eachBox(t, func(t *testing.T, b *box) {
 		ctx := ctxT(t)
-		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		op, err := m.Open(ctx, "")
 		if err != nil {
@@ -33,8 +33,8 @@ func TestShellDoneWithExitStatus(t *testing.T) {
 			t.Fatalf("state: got %s exit %d, want done exit 3\n%s", o.State, o.Exit, res)
 		}
 		contains(t, "output", o.Text, "\nhello")
-		if o.Cwd != b.ws {
-			t.Errorf("cwd: got %q, want %q", o.Cwd, b.ws)
+		if o.Cwd != b.WS {
+			t.Errorf("cwd: got %q, want %q", o.Cwd, b.WS)
 		}
 	})
 }
@@ -42,7 +42,7 @@ func TestShellDoneWithExitStatus(t *testing.T) {
 func TestObserveBeforeAct(t *testing.T) {
 	eachBox(t, func(t *testing.T, b *box) {
 		ctx := ctxT(t)
-		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		for range 2 {
 			if _, err := m.Open(ctx, ""); err != nil {
@@ -71,7 +71,7 @@ func TestObserveBeforeAct(t *testing.T) {
 func TestExpectAndPrograms(t *testing.T) {
 	eachBox(t, func(t *testing.T, b *box) {
 		ctx := ctxT(t)
-		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		op, err := m.Open(ctx, "python3 -q")
 		if err != nil {
@@ -110,7 +110,7 @@ func TestExpectAndPrograms(t *testing.T) {
 func TestControlKeysAndRunning(t *testing.T) {
 	eachBox(t, func(t *testing.T, b *box) {
 		ctx := ctxT(t)
-		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		if _, err := m.Open(ctx, ""); err != nil {
 			t.Fatalf("Open: %v", err)
@@ -131,7 +131,7 @@ func TestControlKeysAndRunning(t *testing.T) {
 func TestLongOutputElided(t *testing.T) {
 	eachBox(t, func(t *testing.T, b *box) {
 		ctx := ctxT(t)
-		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		if _, err := m.Open(ctx, ""); err != nil {
 			t.Fatalf("Open: %v", err)
@@ -154,7 +154,7 @@ func TestLongOutputElided(t *testing.T) {
 func TestExitArchivesScrollback(t *testing.T) {
 	eachBox(t, func(t *testing.T, b *box) {
 		ctx := ctxT(t)
-		m := terminal.NewManager(b.sb, terminal.NewMemRegistry(), b.opts)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		for range 2 {
 			if _, err := m.Open(ctx, ""); err != nil {
@@ -167,7 +167,7 @@ func TestExitArchivesScrollback(t *testing.T) {
 		if o.State != terminal.StateExited || o.Exit != 7 || o.Archive == "" {
 			t.Fatalf("after exit 7: got %s exit %d archive %q, want exited 7 with an archive\n%s", o.State, o.Exit, o.Archive, res)
 		}
-		data, err := b.sb.ReadFile(ctx, o.Archive, 1<<20)
+		data, err := b.SB.ReadFile(ctx, o.Archive, 1<<20)
 		if err != nil {
 			t.Fatalf("read archive: %v", err)
 		}
@@ -176,7 +176,7 @@ func TestExitArchivesScrollback(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		contains(t, "archive path", arch, b.ws+"/.conch/terminals/tty_1-")
+		contains(t, "archive path", arch, b.WS+"/.conch/terminals/tty_1-")
 		if got := m.List(); len(got) != 0 {
 			t.Errorf("List: got %v, want none", got)
 		}
@@ -190,7 +190,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 	eachBox(t, func(t *testing.T, b *box) {
 		ctx := ctxT(t)
 		reg := terminal.NewMemRegistry()
-		m1 := terminal.NewManager(b.sb, reg, b.opts)
+		m1 := terminal.NewManager(b.SB, reg, b.Opts)
 		for range 2 {
 			if _, err := m1.Open(ctx, ""); err != nil {
 				t.Fatalf("Open: %v", err)
@@ -199,13 +199,13 @@ func TestRecoverAfterRestart(t *testing.T) {
 		mustType(t, m1, 0, "bash", "echo seen-before", true)
 		mustWait(t, m1, 10*time.Second)
 		// A terminal the registry knows but the sandbox lost (restarted).
-		if err := reg.SaveTerminal(ctx, b.opts.Scope, terminal.Record{TTY: 5, Session: "tty_5", Shell: true}); err != nil {
+		if err := reg.SaveTerminal(ctx, b.Opts.Scope, terminal.Record{TTY: 5, Session: "tty_5", Shell: true}); err != nil {
 			t.Fatal(err)
 		}
 		mustType(t, m1, 0, "bash", "sleep 0.2; echo after-$((1+1))", true)
 		m1.Detach() // conch stops before it observed the output
 
-		m2 := terminal.NewManager(b.sb, reg, b.opts)
+		m2 := terminal.NewManager(b.SB, reg, b.Opts)
 		t.Cleanup(m2.Detach)
 		rr, err := m2.Recover(ctx)
 		if err != nil {
@@ -218,6 +218,9 @@ func TestRecoverAfterRestart(t *testing.T) {
 			t.Errorf("Type before observing recovered terminals: got %v, want ErrUnseenOutput", err)
 		}
 		res := mustWait(t, m2, 10*time.Second)
+		if len(res.Notices) != 1 || !strings.Contains(res.Notices[0], "terminal 5 was lost") {
+			t.Errorf("notices: got %q, want one telling terminal 5 was lost", res.Notices)
+		}
 		o := obsOf(t, res, 0)
 		contains(t, "recovered tty 0", o.Text, "\nafter-2\n")
 		if strings.Contains(o.Text, "seen-before") {
@@ -231,7 +234,7 @@ func TestRecoverAfterRestart(t *testing.T) {
 		if o := obsOf(t, mustWait(t, m2, 10*time.Second), 0); o.State != terminal.StateDone || o.Exit != 1 {
 			t.Errorf("after recovery: got %s exit %d, want done exit 1", o.State, o.Exit)
 		}
-		recs, _ := reg.LoadTerminals(ctx, b.opts.Scope)
+		recs, _ := reg.LoadTerminals(ctx, b.Opts.Scope)
 		if len(recs) != 2 {
 			t.Errorf("registry after recovery: got %d records, want 2", len(recs))
 		}

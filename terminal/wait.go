@@ -56,6 +56,9 @@ type WaitResult struct {
 	// TimedOut is set when the wait ended before every terminal was done.
 	TimedOut bool
 	Elapsed  time.Duration
+	// Notices are things to tell once, such as terminals lost to a
+	// sandbox restart.
+	Notices []string
 }
 
 // Wait blocks until every terminal is done (a shell's prompt came back
@@ -72,9 +75,11 @@ func (m *Manager) Wait(ctx context.Context, timeout time.Duration) (WaitResult, 
 	begin := m.o.Now()
 	m.mu.Lock()
 	ts := m.sortedLocked()
+	notices := m.notices
+	m.notices = nil
 	m.mu.Unlock()
 	if len(ts) == 0 {
-		return WaitResult{}, nil
+		return WaitResult{Notices: notices}, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	ready := m.waitReady(wctx, ts, true)
@@ -82,7 +87,7 @@ func (m *Manager) Wait(ctx context.Context, timeout time.Duration) (WaitResult, 
 	if err := ctx.Err(); err != nil {
 		return WaitResult{}, err
 	}
-	res := WaitResult{TimedOut: !ready}
+	res := WaitResult{TimedOut: !ready, Notices: notices}
 	for _, t := range ts {
 		obs, err := m.observe(ctx, t)
 		if err != nil {
@@ -399,10 +404,10 @@ func (o Observation) String() string {
 
 // String renders the result for the model.
 func (r WaitResult) String() string {
+	parts := slices.Clone(r.Notices)
 	if len(r.TTYs) == 0 {
-		return "no terminals are open; open one with terminal_open"
+		return strings.Join(append(parts, "no terminals are open; open one with terminal_open"), "\n")
 	}
-	parts := make([]string, 0, len(r.TTYs)+1)
 	for _, o := range r.TTYs {
 		parts = append(parts, o.String())
 	}
