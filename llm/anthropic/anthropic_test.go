@@ -24,6 +24,8 @@ func newModel(tb testing.TB, baseURL string, timeout time.Duration) conch.Model 
 
 func TestContract(t *testing.T) { llmtest.Run(t, fakellm.Anthropic, newModel) }
 
+func BenchmarkGenerate(b *testing.B) { llmtest.Bench(b, fakellm.Anthropic, newModel) }
+
 func TestNewValidates(t *testing.T) {
 	tests := []struct {
 		name string

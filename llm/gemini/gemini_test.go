@@ -25,6 +25,8 @@ func newModel(tb testing.TB, baseURL string, timeout time.Duration) conch.Model 
 
 func TestContract(t *testing.T) { llmtest.Run(t, fakellm.Gemini, newModel) }
 
+func BenchmarkGenerate(b *testing.B) { llmtest.Bench(b, fakellm.Gemini, newModel) }
+
 func TestNewValidates(t *testing.T) {
 	tests := []struct {
 		name string

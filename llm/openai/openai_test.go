@@ -25,6 +25,8 @@ func newModel(tb testing.TB, baseURL string, timeout time.Duration) conch.Model 
 
 func TestContract(t *testing.T) { llmtest.Run(t, fakellm.OpenAI, newModel) }
 
+func BenchmarkGenerate(b *testing.B) { llmtest.Bench(b, fakellm.OpenAI, newModel) }
+
 func TestNewValidates(t *testing.T) {
 	tests := []struct {
 		name string

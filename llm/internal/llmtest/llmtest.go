@@ -442,3 +442,20 @@ func jsonEqual(a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// Bench measures one Generate through the provider's SDK against the fake
+// (a text answer to a short conversation with two tools offered).
+func Bench(b *testing.B, p fakellm.Provider, newModel NewModel) {
+	s := fakellm.New(b, fakellm.WithoutRecording())
+	s.Handle(func(fakellm.Request) fakellm.Reply { return fakellm.Text("ok") })
+	m := newModel(b, s.BaseURL(p), 0)
+	req := userRequest("hello")
+	req.System = system
+	req.Tools = tools()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Generate(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
