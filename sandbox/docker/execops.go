@@ -48,7 +48,7 @@ func (r *Runtime) dialAgent(ctx context.Context, id, name string) (io.ReadWriteC
 		Cmd: []string{AgentPath, "sandbox-agent"}, WorkingDir: WorkspaceDir,
 	})
 	if err != nil {
-		if cerrdefs.IsConflict(err) || cerrdefs.IsNotFound(err) {
+		if notRunning(err) {
 			return nil, fmt.Errorf("dial sandbox agent in %s: %w: %v", name, errContainerGone, err)
 		}
 		return nil, r.engineErr("dial sandbox agent in "+name, err)
@@ -59,6 +59,13 @@ func (r *Runtime) dialAgent(ctx context.Context, id, name string) (io.ReadWriteC
 	}
 	logw := &lineLogger{log: r.log, msg: "sandbox agent", attrs: []any{"container", name}}
 	return newExecConn(hr.HijackedResponse, ex.ID, logw), nil
+}
+
+// notRunning reports an exec refused because the container is stopped or
+// gone: Docker answers 409 or 404, Podman 4 a 500 "container state improper".
+func notRunning(err error) bool {
+	return cerrdefs.IsConflict(err) || cerrdefs.IsNotFound(err) ||
+		strings.Contains(err.Error(), "container state improper") || strings.Contains(err.Error(), "is not running")
 }
 
 // lineLogger logs each line written to it.
@@ -119,7 +126,7 @@ func (e *engineOps) attach(ctx context.Context, opts client.ExecCreateOptions) (
 	opts.AttachStdout, opts.AttachStderr = true, true
 	ex, err := e.rt.api.ExecCreate(ctx, e.id, opts)
 	if err != nil {
-		if cerrdefs.IsConflict(err) || cerrdefs.IsNotFound(err) {
+		if notRunning(err) {
 			return client.HijackedResponse{}, "", fmt.Errorf("exec: %w: %v", errContainerGone, err)
 		}
 		return client.HijackedResponse{}, "", e.rt.engineErr("exec", err)
@@ -212,11 +219,13 @@ func (p *pidStripper) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// trampoline prints the shell's pid and execs the program in its place.
-// Both engines start an exec'd process as the leader of its own session and
-// process group, so kill -KILL -pid stops the program and everything it
-// started.
-var trampoline = []string{"/bin/sh", "-c", `echo $$; exec "$@"`, "conch-exec"}
+// trampoline prints the shell's pid and execs the program in its place,
+// with stderr on the stdout pipe so that their interleaving is exactly the
+// order the program wrote them (the engine reads two pipes in no set
+// order). Both engines start an exec'd process as the leader of its own
+// session and process group, so kill -KILL -pid stops the program and
+// everything it started.
+var trampoline = []string{"/bin/sh", "-c", `echo $$; exec "$@" 2>&1`, "conch-exec"}
 
 // Exec runs one program.
 func (e *engineOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error) {

@@ -8,8 +8,12 @@ import (
 	"io"
 	"io/fs"
 	"sync/atomic"
+	"time"
 
 	"conch"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
 )
 
 // sandboxOps carries out one sandbox's operations: the in-sandbox agent's
@@ -89,7 +93,7 @@ func (s *Sandbox) gone(ctx context.Context) {
 }
 
 // do runs op, restarting the container and retrying once when it was found
-// stopped before anything ran.
+// stopped before the operation began (so nothing of it ran).
 func do[T any](ctx context.Context, s *Sandbox, op func(sandboxOps) (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
 		ops, done, err := s.use(ctx)
@@ -97,14 +101,43 @@ func do[T any](ctx context.Context, s *Sandbox, op func(sandboxOps) (T, error)) 
 			var zero T
 			return zero, err
 		}
+		start := time.Now()
 		v, err := op(ops)
 		done()
-		if errors.Is(err, errContainerGone) && attempt == 0 {
+		if err == nil || attempt > 0 || ctx.Err() != nil {
+			return v, err
+		}
+		switch {
+		case errors.Is(err, errContainerGone):
 			s.gone(ctx)
 			continue
+		case conch.KindOf(err) == conch.KindTransient || conch.KindOf(err) == conch.KindUnavailable:
+			// The agent's stream broke. If the container had stopped
+			// before we began, nothing ran: restart and retry. If it
+			// stopped later, the next operation restarts it.
+			if stopped, before := s.stoppedSince(ctx, start); stopped {
+				s.gone(ctx)
+				if before {
+					continue
+				}
+			}
 		}
 		return v, err
 	}
+}
+
+// stoppedSince reports whether the container is not running, and whether it
+// had already stopped before t.
+func (s *Sandbox) stoppedSince(ctx context.Context, t time.Time) (stopped, before bool) {
+	c, err := s.rt.api.ContainerInspect(ctx, s.ID(), client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return true, true
+	}
+	if err != nil || c.Container.State == nil || c.Container.State.Running {
+		return false, false
+	}
+	fin, err := time.Parse(time.RFC3339Nano, c.Container.State.FinishedAt)
+	return true, err == nil && fin.Before(t)
 }
 
 // Exec runs a program in the sandbox.
