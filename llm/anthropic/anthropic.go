@@ -170,7 +170,7 @@ func (m *Model) params(req conch.ModelRequest) (ant.MessageNewParams, error) {
 				blocks = append(blocks, ant.NewTextBlock(msg.Text))
 			}
 			for _, c := range msg.ToolCalls {
-				blocks = append(blocks, ant.NewToolUseBlock(c.ID, convert.ArgsObject(c.Arguments), c.Name))
+				blocks = append(blocks, ant.NewToolUseBlock(convert.WireID(c.ID), convert.ArgsObject(c.Arguments), c.Name))
 			}
 			add(false, blocks...)
 		case conch.RoleTool:
@@ -178,7 +178,7 @@ func (m *Model) params(req conch.ModelRequest) (ant.MessageNewParams, error) {
 			if r == nil {
 				return p, convert.BadRequest(fmt.Sprintf("message %d: a tool message without a ToolResult", i), nil)
 			}
-			block := ant.ToolResultBlockParam{ToolUseID: r.CallID}
+			block := ant.ToolResultBlockParam{ToolUseID: convert.WireID(r.CallID)}
 			if r.IsError {
 				block.IsError = ant.Bool(true)
 			}

@@ -158,7 +158,7 @@ func (m *Model) params(req conch.ModelRequest) (oai.ChatCompletionNewParams, err
 			for _, c := range msg.ToolCalls {
 				a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
 					OfFunction: &oai.ChatCompletionMessageFunctionToolCallParam{
-						ID: c.ID,
+						ID: convert.WireID(c.ID),
 						Function: oai.ChatCompletionMessageFunctionToolCallFunctionParam{
 							Name:      c.Name,
 							Arguments: convert.ArgsString(c.Arguments),
@@ -177,7 +177,7 @@ func (m *Model) params(req conch.ModelRequest) (oai.ChatCompletionNewParams, err
 				// Chat Completions has no error flag on tool results.
 				content = "Error: " + content
 			}
-			p.Messages = append(p.Messages, oai.ToolMessage(content, r.CallID))
+			p.Messages = append(p.Messages, oai.ToolMessage(content, convert.WireID(r.CallID)))
 		default:
 			return p, convert.BadRequest(fmt.Sprintf("message %d: unknown role %q", i, msg.Role), nil)
 		}

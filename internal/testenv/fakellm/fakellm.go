@@ -234,9 +234,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	reply, found := s.take(req)
+	reply, n, found := s.take(req)
 	if !found {
-		msg := fmt.Sprintf("fakellm: script exhausted: %s request %d (%s) has no scripted reply; Push more replies or set Handle", p, s.Count(), r.URL.Path)
+		msg := fmt.Sprintf("fakellm: script exhausted: %s request %d (%s) has no scripted reply; Push more replies or set Handle", p, n, r.URL.Path)
 		if !s.exhaustionOK {
 			s.tb.Errorf("%s", msg)
 		}
@@ -249,16 +249,16 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, &req, reply)
 }
 
-// take records req and returns the reply for it.
-func (s *Server) take(req Request) (Reply, bool) {
+// take records req and returns the reply for it and the request's number.
+func (s *Server) take(req Request) (reply Reply, n int, found bool) {
 	s.mu.Lock()
 	if s.record {
 		s.requests = append(s.requests, req)
 	}
 	s.count++
+	n = s.count
 	close(s.changed)
 	s.changed = make(chan struct{})
-	var reply Reply
 	popped := len(s.script) > 0
 	if popped {
 		reply = s.script[0]
@@ -269,11 +269,11 @@ func (s *Server) take(req Request) (Reply, bool) {
 	s.mu.Unlock()
 	switch {
 	case popped:
-		return reply, true
+		return reply, n, true
 	case h != nil:
-		return h(req), true
+		return h(req), n, true
 	}
-	return Reply{}, false
+	return Reply{}, n, false
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, reply Reply) {

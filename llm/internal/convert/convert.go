@@ -5,6 +5,8 @@ package convert
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -67,6 +69,23 @@ func ArgsFromString(s string) json.RawMessage {
 
 // NewID returns a random call id with the given prefix.
 func NewID(prefix string) string { return prefix + strings.ToLower(rand.Text()) }
+
+// WireID returns a call id that OpenAI and Anthropic accept: at most 40
+// characters of [A-Za-z0-9_-]. Ids from another provider that do not fit (a
+// Gemini id carrying its thought signature, after a change of model) map to
+// "call_" and a hash, the same for the call and its result.
+func WireID(id string) string {
+	ok := id != "" && len(id) <= 40
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "call_" + hex.EncodeToString(sum[:16])
+}
 
 // BadRequest is the ModelError for a request conch itself built wrong, found
 // before anything was sent.

@@ -246,6 +246,47 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		}
 	})
 
+	// A history written by another provider (the operator changed models):
+	// a Gemini id carrying a thought signature, an OpenAI id.
+	t.Run("ForeignHistory", func(t *testing.T) {
+		t.Parallel()
+		s := fakellm.New(t)
+		s.Push(fakellm.Text("ok"))
+		req := userRequest("go on")
+		req.Tools = tools()
+		req.Messages = append(req.Messages,
+			conch.Message{Role: conch.RoleAssistant, ToolCalls: []conch.ToolCall{
+				{ID: "gensyn_q2w3e4#ts=c2ln", Name: "bash", Arguments: json.RawMessage(`{"cmd":"ls"}`)},
+				{ID: "call_9", Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)},
+			}},
+			conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: "gensyn_q2w3e4#ts=c2ln", Name: "bash", Content: "a"}},
+			conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: "call_9", Name: "read", Content: "hello"}},
+		)
+		if _, err := model(t, s).Generate(context.Background(), req); err != nil {
+			t.Fatalf("Generate: %v", err)
+		}
+		got := last(t, s)
+		calls, results := got.Messages[1].ToolCalls, got.ToolResults()
+		if len(calls) != 2 || len(results) != 2 {
+			t.Fatalf("got %d calls and %d results, want 2 and 2", len(calls), len(results))
+		}
+		if p == fakellm.Gemini {
+			if calls[0].ID != "" || calls[0].Signature != "c2ln" || calls[1].ID != "call_9" || results[1].CallID != "call_9" {
+				t.Errorf("gemini ids: got calls %+v results %+v", calls, results)
+			}
+			return
+		}
+		for i := range calls {
+			id := calls[i].ID
+			if id != results[i].CallID || id == "" || len(id) > 40 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+				t.Errorf("call %d: id %q, result id %q: want equal, non-empty, at most 40 of [A-Za-z0-9_-]", i, id, results[i].CallID)
+			}
+		}
+		if calls[1].ID != "call_9" {
+			t.Errorf("a valid id was rewritten: got %q, want call_9", calls[1].ID)
+		}
+	})
+
 	errorCases := []struct {
 		name       string
 		reply      fakellm.Reply
