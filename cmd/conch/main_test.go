@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +37,37 @@ type conchProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
-	stderr *bytes.Buffer
+	stderr *syncBuffer
+}
+
+// syncBuffer is a buffer safe to read while a process writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitStderr waits until the process has written want to stderr.
+func (p *conchProc) waitStderr(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(p.stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr never showed %q:\n%s", want, p.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // env is the environment of a conch process talking to srv with its data in dir.
@@ -66,7 +97,7 @@ func startConch(t *testing.T, env []string, args string) *conchProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &conchProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), stderr: &bytes.Buffer{}}
+	p := &conchProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
