@@ -146,6 +146,7 @@ type Manager struct {
 	changed chan struct{} // closed and replaced on every event
 	closed  bool
 	notices []string // told by the next Wait
+	coder   *Coder
 }
 
 // NewManager returns a Manager for sb. Call Recover before use to find the

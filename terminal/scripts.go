@@ -52,6 +52,8 @@ if [ -n "$TMUX_PANE" ]; then
 	tty=$(tmux display-message -p -t "$TMUX_PANE" '#{pane_tty}' 2>/dev/null)
 	[ -n "$tty" ] && printf '\033]7770;conch;turn;%%s\007' "$name" > "$tty"
 fi
+# Hook protocols that read stdout want JSON: an empty object changes nothing.
+printf '{}\n'
 exit 0
 `, shellQuote(runDir))
 }

@@ -203,15 +203,34 @@ func parsePaneInfo(lines []string) (paneInfo, error) {
 // observe captures what is new on t since its last observation and makes
 // it seen. A terminal whose program ended is reported and closed.
 func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
+	obs, fresh, err := m.observeLines(ctx, t)
+	if err != nil || obs.State == StateGone {
+		return obs, err
+	}
+	obs.Text = elide(fresh, m.o.InlineLines, m.o.HeadLines, m.o.TailLines)
+	if obs.State == StateExited && t.n != CodeTTY {
+		archive, err := m.closeTTY(ctx, t)
+		if err != nil {
+			return obs, err
+		}
+		obs.Archive = archive
+		return obs, nil
+	}
+	return obs, m.saveRecord(ctx, t)
+}
+
+// observeLines captures what is new on t and makes it seen; it returns the
+// new lines whole.
+func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []string, error) {
 	obs := Observation{TTY: t.n}
 	lines, info, startAbs, err := m.capture(ctx, t)
 	if err != nil {
 		if errors.Is(err, errSessionGone) {
 			obs.State = StateGone
 			m.forget(ctx, t)
-			return obs, nil
+			return obs, nil, nil
 		}
-		return obs, err
+		return obs, nil, err
 	}
 	m.mu.Lock()
 	// Align what was seen with what was captured: the history may have
@@ -262,16 +281,36 @@ func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
 	t.recovered = false
 	m.mu.Unlock()
 	obs.New = len(fresh)
-	obs.Text = elide(fresh, m.o.InlineLines, m.o.HeadLines, m.o.TailLines)
-	if obs.State == StateExited && t.n != CodeTTY {
-		archive, err := m.closeTTY(ctx, t)
-		if err != nil {
-			return obs, err
-		}
-		obs.Archive = archive
-		return obs, nil
+	return obs, fresh, nil
+}
+
+// screen returns the visible screen of t, trailing blank lines dropped.
+func (m *Manager) screen(ctx context.Context, t *tty) ([]string, error) {
+	t.opMu.Lock()
+	defer t.opMu.Unlock()
+	cc, err := m.client(ctx, t)
+	if err != nil {
+		return nil, err
 	}
-	return obs, m.saveRecord(ctx, t)
+	lines, err := cc.command(ctx, "capture-pane -p -t "+quote(t.pane))
+	if err != nil {
+		return nil, fmt.Errorf("screen of terminal %d: %w", t.n, err)
+	}
+	return trimBlankTail(lines), nil
+}
+
+// send runs tmux commands on t's control client.
+func (m *Manager) send(ctx context.Context, t *tty, cmds ...string) error {
+	t.opMu.Lock()
+	defer t.opMu.Unlock()
+	cc, err := m.client(ctx, t)
+	if err != nil {
+		return err
+	}
+	if _, err := cc.command(ctx, cmds...); err != nil {
+		return fmt.Errorf("terminal %d: %w", t.n, err)
+	}
+	return nil
 }
 
 var errSessionGone = errors.New("tmux session gone")

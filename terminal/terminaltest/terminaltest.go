@@ -7,11 +7,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +142,46 @@ func Container(t testing.TB) *Box {
 		rt.Close()
 	})
 	return &Box{SB: sb, Opts: terminal.Options{Scope: key.String()}, WS: "/workspace"}
+}
+
+var (
+	fakeOnce sync.Once
+	fakeBin  string
+	fakeErr  error
+)
+
+// FakeCLI builds internal/testenv/fakecli (static, once per test process),
+// installs it in b's workspace and returns its path as the sandbox sees it.
+func FakeCLI(t testing.TB, b *Box) string {
+	t.Helper()
+	fakeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fakecli")
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		fakeBin = filepath.Join(dir, "fakecli")
+		cmd := exec.Command("go", "build", "-o", fakeBin, "conch/internal/testenv/fakecli")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fakeErr = fmt.Errorf("go build fakecli: %v\n%s", err, out)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
+	data, err := os.ReadFile(fakeBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := b.WS + "/.conch/bin"
+	if res, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"mkdir", "-p", dir}, Dir: b.WS}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("mkdir %s: %v %s", dir, err, res.Output)
+	}
+	if err := b.SB.WriteFile(ctx, dir+"/fakecli", data, 0o755); err != nil {
+		t.Fatalf("install fakecli: %v", err)
+	}
+	return dir + "/fakecli"
 }

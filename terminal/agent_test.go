@@ -1,0 +1,133 @@
+package terminal_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"conch/terminal"
+	"conch/terminal/terminaltest"
+)
+
+func newCoder(t *testing.T, b *box, m *terminal.Manager, mod func(*terminal.Profile)) *terminal.Coder {
+	t.Helper()
+	p := terminal.FakeCLI(terminaltest.FakeCLI(t, b))
+	if mod != nil {
+		mod(&p)
+	}
+	return m.Coder(p, terminal.CoderOptions{TurnTimeout: time.Minute, StartTimeout: 30 * time.Second, ProgressEvery: 100 * time.Millisecond})
+}
+
+func mustTurn(t *testing.T, what string, res terminal.TurnResult, err error, want terminal.TurnState) terminal.TurnResult {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if res.State != want {
+		t.Fatalf("%s: got state %s, want %s\n%s", what, res.State, want, res)
+	}
+	return res
+}
+
+func TestCoderTurns(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+		t.Cleanup(m.Detach)
+		c := newCoder(t, b, m, nil)
+		if _, err := c.Respond(ctx, "hello?", nil); err == nil {
+			t.Fatal("Respond before any task: got nil error, want ErrNoAgent")
+		}
+
+		var mu sync.Mutex
+		var progress []string
+		report := func(s string) { mu.Lock(); progress = append(progress, s); mu.Unlock() }
+		res, err := c.Task(ctx, "say hello, then work 1s", report)
+		mustTurn(t, "first task", res, err, terminal.TurnIdle)
+		if !res.Started || !res.Hook {
+			t.Errorf("first task: got started=%v hook=%v, want the CLI started and the turn ended by its hook", res.Started, res.Hook)
+		}
+		contains(t, "first task", res.Text, "● Done: say hello, then work 1s")
+		if strings.Contains(res.Text, "╭") || strings.Contains(res.Text, "? for shortcuts") {
+			t.Errorf("first task: decoration left in the text:\n%s", res.Text)
+		}
+		mu.Lock()
+		if len(progress) == 0 {
+			t.Errorf("no progress reported during a 1 s turn")
+		}
+		mu.Unlock()
+		// The marker file of the turn-end hook is there too.
+		if data, err := b.SB.ReadFile(ctx, m.Options().RunDir+"/turn-fakecli", 1<<10); err != nil || len(data) == 0 {
+			t.Errorf("turn marker file: got %q, %v; want a line per turn", data, err)
+		}
+
+		res, err = c.Task(ctx, "needs permission to deploy", nil)
+		mustTurn(t, "permission task", res, err, terminal.TurnAsking)
+		contains(t, "permission task", res.Text, "Allow fakecli to run `make deploy`?")
+		res, err = c.Respond(ctx, "1", nil)
+		mustTurn(t, "answer", res, err, terminal.TurnIdle)
+		contains(t, "answer", res.Text, "permission granted")
+		if res.Started {
+			t.Errorf("answer: the CLI was restarted, want the same session")
+		}
+
+		long := "Line one of a long task\n" + strings.Repeat("more detail. ", 60)
+		res, err = c.Task(ctx, long, nil)
+		mustTurn(t, "long task", res, err, terminal.TurnIdle)
+		if !strings.HasPrefix(res.IPCFile, b.WS+"/.ipc/task-") {
+			t.Errorf("long task: IPC file %q, want one under %s/.ipc", res.IPCFile, b.WS)
+		}
+		contains(t, "long task", res.Text, "task file says: Line one of a long task")
+
+		res, err = c.Task(ctx, "please crash now", nil)
+		mustTurn(t, "crash", res, err, terminal.TurnCrashed)
+		if res.CrashStatus != 3 || !res.Started {
+			t.Errorf("crash: got status %d started=%v, want 3 and restarted", res.CrashStatus, res.Started)
+		}
+		contains(t, "crash", res.Text, "fatal: simulated crash")
+		res, err = c.Task(ctx, "after the failure", nil)
+		mustTurn(t, "after crash", res, err, terminal.TurnIdle)
+		contains(t, "after crash", res.Text, "● Done: after the failure")
+	})
+}
+
+func TestCoderSwallowedEnterIsRetried(t *testing.T) {
+	b := terminaltest.Host(t)
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	// Enter 1 ms after the text: the fake CLI swallows it, as the real
+	// ones do; the Coder must notice and press it again.
+	c := newCoder(t, b, m, func(p *terminal.Profile) { p.EnterDelay = time.Millisecond })
+	res, err := c.Task(ctxT(t), "quick one", nil)
+	mustTurn(t, "task", res, err, terminal.TurnIdle)
+	contains(t, "task", res.Text, "● Done: quick one")
+}
+
+func TestCoderTimeoutAndRecovery(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		reg := terminal.NewMemRegistry()
+		m1 := terminal.NewManager(b.SB, reg, b.Opts)
+		bin := terminaltest.FakeCLI(t, b)
+		c1 := m1.Coder(terminal.FakeCLI(bin), terminal.CoderOptions{TurnTimeout: 300 * time.Millisecond})
+		res, err := c1.Task(ctx, "work 2s on it", nil)
+		mustTurn(t, "long turn", res, err, terminal.TurnWorking)
+		m1.Detach() // conch restarts while the agent works
+
+		m2 := terminal.NewManager(b.SB, reg, b.Opts)
+		t.Cleanup(m2.Detach)
+		c2 := m2.Coder(terminal.FakeCLI(bin), terminal.CoderOptions{TurnTimeout: time.Minute})
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		res, err = c2.Respond(rctx, "", nil)
+		mustTurn(t, "keep waiting after restart", res, err, terminal.TurnIdle)
+		contains(t, "after restart", res.Text, "● Done: work 2s on it")
+		res, err = c2.Task(ctx, "next one", nil)
+		mustTurn(t, "next task", res, err, terminal.TurnIdle)
+		if res.Started {
+			t.Errorf("next task: the CLI was started again, want the running one found")
+		}
+	})
+}
