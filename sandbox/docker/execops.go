@@ -28,7 +28,7 @@ const DefaultOutputLimit = 256 << 10
 // newOps returns the operations of container id: through the in-sandbox
 // agent when an agent binary is configured, else one engine exec each.
 func (r *Runtime) newOps(id, name string) sandboxOps {
-	if r.opts.AgentBinary == "" {
+	if r.agentName == "" {
 		return &engineOps{rt: r, id: id, oomBase: -1}
 	}
 	a := &agentOps{oomBase: -1}
@@ -40,12 +40,12 @@ func (r *Runtime) newOps(id, name string) sandboxOps {
 
 // dialAgent starts the agent in container id over one exec.
 func (r *Runtime) dialAgent(ctx context.Context, id, name string) (io.ReadWriteCloser, error) {
-	if r.opts.AgentBinary == "" {
+	if r.agentName == "" {
 		return nil, errors.New("dial sandbox agent: no agent binary configured (sandbox.agent_binary)")
 	}
 	ex, err := r.api.ExecCreate(ctx, id, client.ExecCreateOptions{
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{AgentPath, "sandbox-agent"}, WorkingDir: WorkspaceDir,
+		Cmd: []string{AgentDir + "/" + r.agentName, "sandbox-agent"}, WorkingDir: WorkspaceDir,
 	})
 	if err != nil {
 		if notRunning(err) {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,8 +27,9 @@ import (
 // Paths inside every sandbox.
 const (
 	WorkspaceDir = "/workspace"
-	// AgentPath is where the conch binary is bind-mounted read-only.
-	AgentPath = sandboximage.AgentDir + "/conch"
+	// AgentDir is where the directory holding the agent binary is
+	// bind-mounted read-only.
+	AgentDir = sandboximage.AgentDir
 )
 
 // DefaultImage is the sandbox image used when none is configured.
@@ -44,8 +46,10 @@ type Options struct {
 	InstanceID string
 	// Image is the sandbox image; "" means DefaultImage.
 	Image string
-	// AgentBinary is a static conch binary on the engine's host, bind-mounted
-	// read-only at AgentPath and started as `conch sandbox-agent`. "" runs
+	// AgentBinary is a static conch binary on the engine's host. It is
+	// copied to DataDir/agent under a content-addressed name, that directory
+	// is bind-mounted read-only at AgentDir, and the copy is started as
+	// `conch sandbox-agent`. "" runs
 	// every operation as its own Engine API exec instead (slower).
 	AgentBinary string
 	// DataDir holds the sandbox registry; required.
@@ -88,12 +92,14 @@ type Runtime struct {
 	opts    Options
 	profile Hardening
 	// specHash identifies everything a container's creation depended on
-	// apart from the image: the profile and the agent binary.
+	// apart from the image: the profile and whether the agent is mounted.
 	specHash string
-	api      *client.Client
-	info     Info
-	log      *slog.Logger
-	reg      *registry
+	// agentName is the agent binary's name in AgentDir; "" without an agent.
+	agentName string
+	api       *client.Client
+	info      Info
+	log       *slog.Logger
+	reg       *registry
 
 	imageMu sync.Mutex
 	image   imageState
@@ -169,15 +175,12 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if err := prof.Validate(); err != nil {
 		return nil, fmt.Errorf("sandbox runtime: %w", err)
 	}
+	var agentName string
 	if o.AgentBinary != "" {
-		abs, err := filepath.Abs(o.AgentBinary)
-		if err != nil {
+		var err error
+		if agentName, err = installAgent(o.AgentBinary, filepath.Join(o.DataDir, "agent")); err != nil {
 			return nil, fmt.Errorf("sandbox runtime: agent binary: %w", err)
 		}
-		if err := CheckStatic(abs); err != nil {
-			return nil, fmt.Errorf("sandbox runtime: agent binary: %w", err)
-		}
-		o.AgentBinary = abs
 	}
 	host, err := DetectHost(o.Host, o.Engine, os.Getenv)
 	if err != nil {
@@ -194,9 +197,10 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	r := &Runtime{
 		opts: o, profile: prof, api: api, info: info, reg: reg,
-		log:      o.Logger.With("component", "sandbox", "engine", info.Engine),
-		boxes:    map[string]*box{},
-		specHash: hash8(prof.Hash(), o.AgentBinary) + prof.Hash()[:4],
+		log:       o.Logger.With("component", "sandbox", "engine", info.Engine),
+		boxes:     map[string]*box{},
+		specHash:  hash8(prof.Hash(), strconv.FormatBool(agentName != "")) + prof.Hash()[:4],
+		agentName: agentName,
 	}
 	r.life, r.stop = context.WithCancel(context.Background())
 	if every := r.sweepEvery(); every > 0 {
@@ -486,8 +490,8 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 		return "", err
 	}
 	hc.Binds = []string{vol + ":" + WorkspaceDir}
-	if r.opts.AgentBinary != "" {
-		hc.Binds = append(hc.Binds, r.opts.AgentBinary+":"+AgentPath+":ro")
+	if r.agentName != "" {
+		hc.Binds = append(hc.Binds, filepath.Join(r.opts.DataDir, "agent")+":"+AgentDir+":ro")
 	}
 	all := map[string]string{LabelImageHash: img.Hash, LabelProfileHash: r.specHash}
 	for k, v := range labels {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -408,6 +410,48 @@ func TestWarmPool(t *testing.T) {
 		}
 		if _, err := api.VolumeInspect(ctx, vol, client.VolumeInspectOptions{}); !cerrdefs.IsNotFound(err) {
 			t.Errorf("after Remove: volume %s: got %v, want gone", vol, err)
+		}
+	})
+}
+
+// TestAgentUpgrade: conch restarted with a new binary keeps the running
+// sandbox and its next agent connection runs the new binary.
+func TestAgentUpgrade(t *testing.T) {
+	engine.Each(t, func(t *testing.T, eng *engine.Engine) {
+		rt1 := newRuntime(t, eng, withAgent(t))
+		ctx := ctxT(t)
+		k := key("!upgrade:example.org")
+		sb1, err := rt1.Sandbox(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := run(t, sb1, "ls", docker.AgentDir)
+		// A different binary: the same program with trailing bytes.
+		b, err := os.ReadFile(engine.AgentBinary(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		newer := filepath.Join(t.TempDir(), "conch")
+		if err := os.WriteFile(newer, append(b, "upgrade"...), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		rt1.Close()
+		o := rt1.opts
+		o.AgentBinary = newer
+		rt2 := reopen(t, eng, o)
+		if err := rt2.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sb2, err := rt2.Sandbox(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb2.ID() != sb1.ID() {
+			t.Errorf("upgrade recreated the sandbox: got %s, want %s", sb2.ID(), sb1.ID())
+		}
+		after := run(t, sb2, "ls", docker.AgentDir)
+		if out(after) == out(before) || strings.Contains(out(after), "\n") {
+			t.Errorf("agent dir before %q after %q, want one new binary", out(before), out(after))
 		}
 	})
 }
