@@ -89,7 +89,7 @@ type TurnResult struct {
 	IPCFile string
 	// Hook is set when the CLI's own turn-end hook ended the turn (rather
 	// than the screen settling).
-	Hook bool
+	Hook    bool
 	Elapsed time.Duration
 }
 
@@ -118,6 +118,13 @@ func (r TurnResult) String() string {
 
 // ErrNoAgent is returned by Respond when no coding agent has been started.
 var ErrNoAgent = errors.New("no coding agent is running")
+
+// AgentError is a failure of the coding-agent CLI itself (it would not
+// start, or would not take input), told to the model rather than ending
+// the turn.
+type AgentError struct{ Msg string }
+
+func (e *AgentError) Error() string { return e.Msg }
 
 // Coder is the conversation's coding-agent CLI, running in its own tmux
 // session ("code") inside conch's shell. Calls are serialised.
@@ -334,13 +341,13 @@ func (c *Coder) startCLI(ctx context.Context) error {
 	err = c.watch(sctx, func(screen []string, s snap) (bool, time.Time, error) {
 		last = screen
 		if s.doneSeq > c.cliSeq || s.dead {
-			return false, time.Time{}, fmt.Errorf("coding agent: %s exited while starting (status %d):\n%s", c.p.Name, s.status, tailLines(screen, 15))
+			return false, time.Time{}, &AgentError{fmt.Sprintf("the coding agent (%s) exited while starting (status %d); its screen:\n%s", c.p.Name, s.status, strings.Join(tailLines(screen, 15), "\n"))}
 		}
 		return hasAny(screen, c.p.Ready) && !hasAny(screen, c.p.Busy), time.Time{}, nil
 	})
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
-			return fmt.Errorf("coding agent: %s did not show its input box within %s; its screen:\n%s", c.p.Name, c.o.StartTimeout, tailLines(last, 15))
+			return &AgentError{fmt.Sprintf("the coding agent (%s) did not show its input box within %s; its screen:\n%s", c.p.Name, c.o.StartTimeout, strings.Join(tailLines(last, 15), "\n"))}
 		}
 		return err
 	}
@@ -403,7 +410,7 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, progress func(stri
 	}
 	if !taken {
 		screen, _ := c.m.screen(ctx, c.t)
-		return res, fmt.Errorf("coding agent: %s did not take the input after 4 Enters; its screen:\n%s", c.p.Name, tailLines(screen, 15))
+		return res, &AgentError{fmt.Sprintf("the coding agent (%s) did not take the input after 4 presses of Enter; its screen:\n%s", c.p.Name, strings.Join(tailLines(screen, 15), "\n"))}
 	}
 	tr, err := c.waitTurn(ctx, start, progress)
 	tr.IPCFile = res.IPCFile

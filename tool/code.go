@@ -1,0 +1,151 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"conch"
+	"conch/terminal"
+)
+
+// CodeOptions configures the coding-agent tools.
+type CodeOptions struct {
+	// Profile is the CLI to run (terminal.Gemini(), terminal.Claude(),
+	// terminal.Codex()).
+	Profile terminal.Profile
+	// Coder tunes the session (timeouts, environment, IPC threshold).
+	Coder terminal.CoderOptions
+	// ProgressEvery is the least time between two progress messages to
+	// the conversation; 0 means 10 s.
+	ProgressEvery time.Duration
+}
+
+// CodeTools returns `code` and `respond_to_agent` over p.
+func CodeTools(p terminal.Provider, o CodeOptions) []conch.Tool {
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 10 * time.Second
+	}
+	return []conch.Tool{&Code{P: p, O: o}, &RespondToAgent{P: p, O: o}}
+}
+
+// Code is the tool `code`: a task for the conversation's coding agent.
+type Code struct {
+	P terminal.Provider
+	O CodeOptions
+}
+
+// RespondToAgent is the tool `respond_to_agent`: an answer to the coding
+// agent's question.
+type RespondToAgent struct {
+	P terminal.Provider
+	O CodeOptions
+}
+
+var (
+	_ conch.Tool = (*Code)(nil)
+	_ conch.Tool = (*RespondToAgent)(nil)
+)
+
+// Spec implements conch.Tool.
+func (t *Code) Spec() conch.ToolSpec {
+	return conch.ToolSpec{
+		Name: "code",
+		Description: fmt.Sprintf("Give a programming task to the coding agent (%s) that works in your computer's /workspace. "+
+			"It keeps its session between tasks, so it remembers earlier ones. Describe the task fully; long tasks are "+
+			"passed through a file. Returns when the agent finished its turn or asks something (then answer with "+
+			"respond_to_agent), with what it showed.", t.O.Profile.Name),
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"task":{"type":"string","description":"what the coding agent should do"}},` +
+			`"required":["task"],"additionalProperties":false}`),
+	}
+}
+
+// Run implements conch.Tool.
+func (t *Code) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
+	var args struct {
+		Task string `json:"task"`
+	}
+	if err := unmarshalArgs(raw, &args); err != nil || strings.TrimSpace(args.Task) == "" {
+		return conch.ToolFail(`code takes {"task": string}, a non-empty task`), nil
+	}
+	c, out, err := coder(ctx, t.P, t.O, env, "code")
+	if out != nil || err != nil {
+		return deref(out), err
+	}
+	res, err := c.Task(ctx, args.Task, progress(env, t.O.ProgressEvery))
+	return turnOutput("code", res, err)
+}
+
+// Spec implements conch.Tool.
+func (t *RespondToAgent) Spec() conch.ToolSpec {
+	return conch.ToolSpec{
+		Name: "respond_to_agent",
+		Description: "Answer the coding agent when it asks a question or for permission (for a menu, the number of the " +
+			"choice, e.g. 1). With an empty text, keep waiting for an agent that is still working. Returns like code.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"text":{"type":"string","description":"your answer; empty to keep waiting"}},` +
+			`"required":["text"],"additionalProperties":false}`),
+	}
+}
+
+// Run implements conch.Tool.
+func (t *RespondToAgent) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
+	var args struct {
+		Text *string `json:"text"`
+	}
+	if err := unmarshalArgs(raw, &args); err != nil || args.Text == nil {
+		return conch.ToolFail(`respond_to_agent takes {"text": string}`), nil
+	}
+	c, out, err := coder(ctx, t.P, t.O, env, "respond_to_agent")
+	if out != nil || err != nil {
+		return deref(out), err
+	}
+	res, err := c.Respond(ctx, *args.Text, progress(env, t.O.ProgressEvery))
+	if errors.Is(err, terminal.ErrNoAgent) {
+		return conch.ToolFail("no coding agent is running: give it a task with code first"), nil
+	}
+	return turnOutput("respond_to_agent", res, err)
+}
+
+func coder(ctx context.Context, p terminal.Provider, o CodeOptions, env conch.ToolEnv, op string) (*terminal.Coder, *conch.ToolOutput, error) {
+	m, out, err := manager(ctx, p, env, op)
+	if out != nil || err != nil {
+		return nil, out, err
+	}
+	return m.Coder(o.Profile, o.Coder), nil, nil
+}
+
+func turnOutput(op string, res terminal.TurnResult, err error) (conch.ToolOutput, error) {
+	var ae *terminal.AgentError
+	switch {
+	case errors.As(err, &ae):
+		return conch.ToolFail(ae.Msg), nil
+	case conch.KindOf(err) == conch.KindInvalid:
+		return conch.ToolFail(conch.UserMessage(err)), nil
+	case err != nil:
+		return conch.ToolOutput{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return conch.ToolOutput{Content: res.String(), IsError: res.State == terminal.TurnCrashed}, nil
+}
+
+// progress returns a reporter that sends at most one message per every.
+func progress(env conch.ToolEnv, every time.Duration) func(string) {
+	var mu sync.Mutex
+	var last time.Time
+	return func(s string) {
+		mu.Lock()
+		now := time.Now()
+		if !last.IsZero() && now.Sub(last) < every {
+			mu.Unlock()
+			return
+		}
+		last = now
+		mu.Unlock()
+		env.Report("coding agent:\n" + s)
+	}
+}
