@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"conch"
+	"conch/terminal"
+)
+
+var _ terminal.Registry = (*DB)(nil)
+
+const (
+	sqlSaveTerminal = `INSERT INTO terminals (scope, tty, session, command, shell, opened_at, mark, seen, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (scope, tty) DO UPDATE SET session = excluded.session, command = excluded.command,
+			shell = excluded.shell, opened_at = excluded.opened_at, mark = excluded.mark, seen = excluded.seen,
+			updated_at = excluded.updated_at`
+	sqlLoadTerminals = `SELECT tty, session, command, shell, opened_at, mark, seen FROM terminals
+		WHERE scope = ? ORDER BY tty`
+	sqlDeleteTerminal = `DELETE FROM terminals WHERE scope = ? AND tty = ?`
+)
+
+// SaveTerminal implements terminal.Registry.
+func (d *DB) SaveTerminal(ctx context.Context, scope string, r terminal.Record) error {
+	if scope == "" {
+		return fmt.Errorf("save terminal: %w", conch.Errorf(conch.KindInvalid, "terminal scope is empty"))
+	}
+	seen := r.Seen
+	if seen == nil {
+		seen = []string{}
+	}
+	js, err := json.Marshal(seen)
+	if err != nil {
+		return fmt.Errorf("save terminal %d: %w", r.TTY, err)
+	}
+	shell := 0
+	if r.Shell {
+		shell = 1
+	}
+	if _, err := d.w.ExecContext(ctx, sqlSaveTerminal, scope, r.TTY, r.Session, r.Command, shell,
+		millis(r.OpenedAt), r.Mark, string(js), millis(d.now())); err != nil {
+		return fmt.Errorf("save terminal %d: %w", r.TTY, err)
+	}
+	return nil
+}
+
+// LoadTerminals implements terminal.Registry: the scope's records in TTY order.
+func (d *DB) LoadTerminals(ctx context.Context, scope string) ([]terminal.Record, error) {
+	rows, err := d.r.QueryContext(ctx, sqlLoadTerminals, scope)
+	if err != nil {
+		return nil, fmt.Errorf("load terminals: %w", err)
+	}
+	defer rows.Close()
+	var out []terminal.Record
+	for rows.Next() {
+		var r terminal.Record
+		var shell int
+		var opened int64
+		var seen string
+		if err := rows.Scan(&r.TTY, &r.Session, &r.Command, &shell, &opened, &r.Mark, &seen); err != nil {
+			return nil, fmt.Errorf("load terminals: %w", err)
+		}
+		r.Shell = shell != 0
+		r.OpenedAt = fromMillis(opened)
+		if err := json.Unmarshal([]byte(seen), &r.Seen); err != nil {
+			return nil, fmt.Errorf("load terminal %d: seen: %w", r.TTY, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load terminals: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteTerminal implements terminal.Registry.
+func (d *DB) DeleteTerminal(ctx context.Context, scope string, tty int) error {
+	if _, err := d.w.ExecContext(ctx, sqlDeleteTerminal, scope, tty); err != nil {
+		return fmt.Errorf("delete terminal %d: %w", tty, err)
+	}
+	return nil
+}
