@@ -357,7 +357,9 @@ func TestResumedTurnWithStoredAnswerDoesNotCallModel(t *testing.T) {
 }
 
 func TestRepairHistory(t *testing.T) {
-	call := func(id string) conch.ToolCall { return conch.ToolCall{ID: id, Name: "bash", Arguments: json.RawMessage(`{}`)} }
+	call := func(id string) conch.ToolCall {
+		return conch.ToolCall{ID: id, Name: "bash", Arguments: json.RawMessage(`{}`)}
+	}
 	result := func(id string) conch.Message {
 		return conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: id, Name: "bash", Content: "ok"}}
 	}
