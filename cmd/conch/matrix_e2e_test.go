@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"conch/internal/testenv"
+	"conch/internal/testenv/engine"
 	"conch/internal/testenv/fakellm"
 	"conch/internal/testenv/homeserver"
 )
@@ -141,6 +145,93 @@ func (u *matrixUser) waitMessage(t *testing.T, ctx context.Context, room id.Room
 		case <-u.note:
 		case <-ctx.Done():
 			t.Fatalf("no message from %s in %s", sender, room)
+		}
+	}
+}
+
+// TestUpMatrixRoomSandbox: the room's first message runs a tool in the room's
+// own container; kicking the bot removes that container.
+func TestUpMatrixRoomSandbox(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	hs := homeserver.Start(t)
+	botID, botToken, _ := hs.Register(t, "conch")
+	aliceID, aliceToken, _ := hs.Register(t, "alice")
+	srv := fakellm.New(t)
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "mx" + hex.EncodeToString(buf)
+	env := append(testEnv(srv, fakellm.OpenAI, t.TempDir()),
+		"CONCH_GATEWAY_LISTEN=",
+		"CONCH_MATRIX_HOMESERVER="+hs.URL,
+		"CONCH_MATRIX_USER_ID="+botID,
+		"CONCH_MATRIX_ACCESS_TOKEN="+botToken,
+		"CONCH_MATRIX_ALLOW_FROM="+aliceID,
+		"CONCH_SANDBOX_ENGINE="+e.Name,
+		"CONCH_SANDBOX_HOST="+e.Host,
+		"CONCH_SANDBOX_IMAGE="+e.Image,
+		"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
+		"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
+		"CONCH_INSTANCE_ID="+instance,
+	)
+	api := e.Client(t)
+	containers := func() []string {
+		t.Helper()
+		res, err := api.ContainerList(context.Background(), client.ContainerListOptions{
+			All: true, Filters: make(client.Filters).Add("label", "conch.instance="+instance),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range res.Items {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	t.Cleanup(func() {
+		for _, id := range containers() {
+			api.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	})
+
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "matrix first sync")
+	alice := newMatrixUser(t, hs.URL, aliceID, aliceToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	room, err := alice.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(botID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice.waitMessage(t, ctx, room.RoomID, botID) // greeting
+	if ids := containers(); len(ids) != 0 {
+		t.Fatalf("a container exists before the first message: %v", ids)
+	}
+	srv.Push(fakellm.ToolCall("bash", `{"command":"id -u"}`), fakellm.Text("Ran it."))
+	if _, err := alice.cli.SendText(ctx, room.RoomID, "who runs your commands?"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		msg := alice.waitMessage(t, ctx, room.RoomID, botID)
+		if msg.Body == "Ran it." {
+			break
+		}
+	}
+	if res := lastToolResult(t, srv); !strings.Contains(res, "1000") {
+		t.Fatalf("bash in the room's sandbox said %q, want uid 1000", res)
+	}
+	if ids := containers(); len(ids) != 1 {
+		t.Fatalf("containers after the first message: %v, want one", ids)
+	}
+	if _, err := alice.cli.KickUser(ctx, room.RoomID, &mautrix.ReqKickUser{UserID: id.UserID(botID), Reason: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	for len(containers()) != 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the room's container was not removed after the kick; stderr:\n%s", p.stderr)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
