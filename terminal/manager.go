@@ -252,35 +252,48 @@ func (m *Manager) Open(ctx context.Context, command string) (OpenResult, error) 
 	if err := m.ensureSetup(ctx); err != nil {
 		return OpenResult{}, err
 	}
-	m.mu.Lock()
-	n := -1
-	for i := 0; i < m.o.MaxTTYs; i++ {
-		if m.ttys[i] == nil {
-			n = i
-			break
+	var t *tty
+	for skip := map[int]bool{}; t == nil; {
+		m.mu.Lock()
+		n := -1
+		for i := 0; i < m.o.MaxTTYs; i++ {
+			if m.ttys[i] == nil && !skip[i] {
+				n = i
+				break
+			}
 		}
-	}
-	if n < 0 || m.closed {
-		m.mu.Unlock()
 		if m.closed {
+			m.mu.Unlock()
 			return OpenResult{}, errors.New("open terminal: manager closed")
 		}
-		return OpenResult{}, fmt.Errorf("open terminal: all %d in use: %w", m.o.MaxTTYs, ErrNoFreeTTY)
-	}
-	now := m.o.Now()
-	t := &tty{n: n, name: sessionName(n), command: command, shell: command == "" && !m.o.NoMarkers, openedAt: now}
-	// Starting counts as typing: Open waits for the first prompt (or for
-	// the program's output to settle) like Wait does after a Type.
-	t.seq, t.typeSeq, t.lastType = 1, 1, now
-	m.ttys[n] = t // reserve the number
-	m.mu.Unlock()
+		if n < 0 {
+			m.mu.Unlock()
+			return OpenResult{}, fmt.Errorf("open terminal: all %d in use: %w", m.o.MaxTTYs, ErrNoFreeTTY)
+		}
+		now := m.o.Now()
+		c := &tty{n: n, name: sessionName(n), command: command, shell: command == "" && !m.o.NoMarkers, openedAt: now}
+		// Starting counts as typing: Open waits for the first prompt (or
+		// for the program's output to settle) like Wait does after a Type.
+		c.seq, c.typeSeq, c.lastType = 1, 1, now
+		m.ttys[n] = c // reserve the number
+		m.mu.Unlock()
 
-	if err := m.start(ctx, t, command); err != nil {
+		err := m.start(ctx, c, command)
+		if err == nil {
+			t = c
+			break
+		}
 		m.mu.Lock()
 		delete(m.ttys, n)
 		m.mu.Unlock()
-		return OpenResult{}, fmt.Errorf("open terminal %d: %w", n, err)
+		if !strings.Contains(err.Error(), "duplicate session") {
+			return OpenResult{}, fmt.Errorf("open terminal %d: %w", n, err)
+		}
+		// A session this Manager does not know (left without Recover):
+		// take the next number.
+		skip[n] = true
 	}
+	n := t.n
 	wctx, cancel := context.WithTimeout(ctx, m.o.OpenWait)
 	m.waitReady(wctx, []*tty{t}, false)
 	cancel()
