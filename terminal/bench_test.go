@@ -92,7 +92,9 @@ func benchCompletion(b *testing.B, bx *terminaltest.Box, mode string) {
 	}
 	b.StopTimer()
 	slices.Sort(lat)
-	p := func(q float64) float64 { return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000 }
+	p := func(q float64) float64 {
+		return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
+	}
 	b.ReportMetric(p(0.5), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
