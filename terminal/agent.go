@@ -42,6 +42,11 @@ type CoderOptions struct {
 	// APIKey is given to Profile.Files (Claude Code approves a key by its
 	// last characters); it is not written anywhere else.
 	APIKey string
+	// Egress, if set, is called before the CLI starts and returns the
+	// proxy URL it must use (set as HTTPS_PROXY and https_proxy): the
+	// sandbox stays without network and the CLI reaches its API through
+	// conch's allowlisting proxy (egress.Bridges.ProxyURL fits).
+	Egress func(ctx context.Context, sb conch.Sandbox) (string, error)
 }
 
 func (o *CoderOptions) defaults() {
@@ -313,9 +318,17 @@ func (c *Coder) startCLI(ctx context.Context) error {
 			}
 		}
 	}
+	env := c.o.Env
+	if c.o.Egress != nil {
+		proxy, err := c.o.Egress(ctx, c.m.sb)
+		if err != nil {
+			return fmt.Errorf("coding agent: egress: %w", err)
+		}
+		env = append(env[:len(env):len(env)], "HTTPS_PROXY="+proxy, "https_proxy="+proxy)
+	}
 	var line strings.Builder
 	line.WriteString("cd " + shellQuote(c.m.o.Workspace) + " && ")
-	for _, e := range c.o.Env {
+	for _, e := range env {
 		k, v, ok := strings.Cut(e, "=")
 		if !ok || k == "" {
 			return conch.Errorf(conch.KindInvalid, "coding agent: environment entry %q is not KEY=value", e)

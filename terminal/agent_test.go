@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"conch"
 	"conch/terminal"
 	"conch/terminal/terminaltest"
 )
@@ -130,4 +131,24 @@ func TestCoderTimeoutAndRecovery(t *testing.T) {
 			t.Errorf("next task: the CLI was started again, want the running one found")
 		}
 	})
+}
+
+func TestCoderEgressProxy(t *testing.T) {
+	b := terminaltest.Host(t)
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	calls := 0
+	c := m.Coder(terminal.FakeCLI(terminaltest.FakeCLI(t, b)), terminal.CoderOptions{
+		Env: []string{"FAKE_KEY=it's secret"},
+		Egress: func(ctx context.Context, sb conch.Sandbox) (string, error) {
+			calls++
+			return "http://127.0.0.1:3128", nil
+		},
+	})
+	res, err := c.Task(ctxT(t), "show proxy", nil)
+	mustTurn(t, "task", res, err, terminal.TurnIdle)
+	contains(t, "task", res.Text, "proxy: http://127.0.0.1:3128")
+	if calls != 1 {
+		t.Errorf("Egress called %d times, want 1", calls)
+	}
 }

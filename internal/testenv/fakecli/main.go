@@ -8,7 +8,8 @@
 //   - a permission menu for tasks that mention "permission";
 //   - an Enter that arrives less than 300 ms after typed text is swallowed;
 //   - a turn-end hook (settings "hooks.stop", run with sh -c) after every turn;
-//   - a task containing "crash" makes it exit with status 3.
+//   - a task containing "crash" makes it exit with status 3;
+//   - a task containing "show proxy" shows its HTTPS_PROXY.
 //
 // It is a full-screen program drawing in place (cursor addressing, no
 // alternate screen), reading its terminal in raw mode. Tests build it with
@@ -201,6 +202,9 @@ func (a *app) turn(task string) (int, bool) {
 		a.menu = nil
 		a.transcript = append(a.transcript, "permission "+answer)
 		a.busy(200 * time.Millisecond)
+	}
+	if strings.Contains(task, "show proxy") {
+		a.transcript = append(a.transcript, "proxy: "+os.Getenv("HTTPS_PROXY"))
 	}
 	if p := ipcPath.FindString(task); p != "" {
 		if b, err := os.ReadFile(strings.TrimRight(p, ".,;:")); err == nil {
