@@ -9,6 +9,7 @@ import (
 
 	"conch"
 	"conch/terminal"
+	"conch/terminal/terminaltest"
 )
 
 func TestShellDoneWithExitStatus(t *testing.T) {
@@ -239,4 +240,30 @@ func TestRecoverAfterRestart(t *testing.T) {
 			t.Errorf("registry after recovery: got %d records, want 2", len(recs))
 		}
 	})
+}
+
+func TestBusyNeighbourDoesNotHoldWait(t *testing.T) {
+	b := terminaltest.Host(t)
+	ctx := ctxT(t)
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	for range 2 {
+		if _, err := m.Open(ctx, ""); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+	}
+	// tty 1 prints forever, never settling.
+	mustType(t, m, 1, "bash", "while :; do echo tick; sleep 0.1; done", true)
+	mustWait(t, m, 300*time.Millisecond)
+	mustType(t, m, 0, "bash", "echo answer", true)
+	res := mustWait(t, m, 20*time.Second)
+	if res.TimedOut {
+		t.Fatalf("Wait timed out although tty 0 finished:\n%s", res)
+	}
+	if o := obsOf(t, res, 0); o.State != terminal.StateDone {
+		t.Errorf("tty 0: got %s, want done", o.State)
+	}
+	if o := obsOf(t, res, 1); o.State != terminal.StateRunning {
+		t.Errorf("tty 1: got %s, want running", o.State)
+	}
 }

@@ -111,9 +111,19 @@ func (m *Manager) waitReady(ctx context.Context, ts []*tty, grace bool) bool {
 		now := m.o.Now()
 		all, active := true, false
 		var next time.Time
+		// When something was typed, its terminals decide: output that
+		// keeps coming elsewhere (a log being followed) does not hold the
+		// answer back. Otherwise every terminal with news must settle.
+		typed := false
+		for _, t := range ts {
+			typed = typed || t.typeSeq > t.obsSeq
+		}
 		for _, t := range ts {
 			r, at, act := m.readyLocked(t, now)
 			active = active || act
+			if typed && t.typeSeq <= t.obsSeq && !t.exited && !t.dead {
+				continue
+			}
 			if !r {
 				all = false
 				if !at.IsZero() && (next.IsZero() || at.Before(next)) {
@@ -266,7 +276,7 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 	switch {
 	case exited || dead:
 		obs.State, obs.Exit = StateExited, exitCode
-	case len(fresh) == 0 && (t.typeSeq <= t.obsSeq || t.recovered):
+	case len(fresh) == 0 && (t.typeSeq <= t.obsSeq || t.recovered) && !t.busy:
 		obs.State = StateNoChange
 	case t.doneLocked():
 		obs.State, obs.Exit, obs.Cwd = StateDone, t.status, t.cwd
@@ -420,6 +430,9 @@ func (o Observation) String() string {
 		}
 	case StateRunning:
 		b.WriteString("still running")
+		if o.Text == "" {
+			b.WriteString(", no new output")
+		}
 	case StateQuiet:
 		b.WriteString("output settled")
 	case StateBusy:
