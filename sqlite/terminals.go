@@ -12,12 +12,12 @@ import (
 var _ terminal.Registry = (*DB)(nil)
 
 const (
-	sqlSaveTerminal = `INSERT INTO terminals (scope, tty, session, command, shell, opened_at, mark, seen, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	sqlSaveTerminal = `INSERT INTO terminals (scope, tty, session, command, shell, nonce, opened_at, mark, seen, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (scope, tty) DO UPDATE SET session = excluded.session, command = excluded.command,
-			shell = excluded.shell, opened_at = excluded.opened_at, mark = excluded.mark, seen = excluded.seen,
+			shell = excluded.shell, nonce = excluded.nonce, opened_at = excluded.opened_at, mark = excluded.mark, seen = excluded.seen,
 			updated_at = excluded.updated_at`
-	sqlLoadTerminals = `SELECT tty, session, command, shell, opened_at, mark, seen FROM terminals
+	sqlLoadTerminals = `SELECT tty, session, command, shell, nonce, opened_at, mark, seen FROM terminals
 		WHERE scope = ? ORDER BY tty`
 	sqlDeleteTerminal = `DELETE FROM terminals WHERE scope = ? AND tty = ?`
 )
@@ -39,7 +39,7 @@ func (d *DB) SaveTerminal(ctx context.Context, scope string, r terminal.Record) 
 	if r.Shell {
 		shell = 1
 	}
-	if _, err := d.w.ExecContext(ctx, sqlSaveTerminal, scope, r.TTY, r.Session, r.Command, shell,
+	if _, err := d.w.ExecContext(ctx, sqlSaveTerminal, scope, r.TTY, r.Session, r.Command, shell, r.Nonce,
 		millis(r.OpenedAt), r.Mark, string(js), millis(d.now())); err != nil {
 		return fmt.Errorf("save terminal %d: %w", r.TTY, err)
 	}
@@ -59,7 +59,7 @@ func (d *DB) LoadTerminals(ctx context.Context, scope string) ([]terminal.Record
 		var shell int
 		var opened int64
 		var seen string
-		if err := rows.Scan(&r.TTY, &r.Session, &r.Command, &shell, &opened, &r.Mark, &seen); err != nil {
+		if err := rows.Scan(&r.TTY, &r.Session, &r.Command, &shell, &r.Nonce, &opened, &r.Mark, &seen); err != nil {
 			return nil, fmt.Errorf("load terminals: %w", err)
 		}
 		r.Shell = shell != 0

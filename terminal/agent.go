@@ -221,6 +221,7 @@ func (c *Coder) ensure(ctx context.Context) (started bool, err error) {
 	if c.t == nil {
 		t := &tty{n: CodeTTY, name: codeSession, shell: true, profile: c.p.Name, openedAt: c.m.o.Now()}
 		t.seq, t.typeSeq, t.lastType = 1, 1, c.m.o.Now()
+		t.scan.nonce = newNonce()
 		if err := c.m.start(ctx, t, ""); err != nil {
 			return false, fmt.Errorf("coding agent: %w", err)
 		}
@@ -254,6 +255,15 @@ func (c *Coder) reattach(ctx context.Context) error {
 		return nil
 	}
 	t := &tty{n: CodeTTY, name: codeSession, shell: true, profile: c.p.Name, openedAt: c.m.o.Now(), mark: -1}
+	recs, err := c.m.reg.LoadTerminals(ctx, c.m.o.Scope)
+	if err != nil {
+		return fmt.Errorf("coding agent: %w", err)
+	}
+	for _, r := range recs {
+		if r.TTY == CodeTTY {
+			t.scan.nonce, t.openedAt = r.Nonce, r.OpenedAt
+		}
+	}
 	if err := c.m.attach(ctx, t); err != nil {
 		return fmt.Errorf("coding agent: %w", err)
 	}
@@ -305,7 +315,7 @@ func (c *Coder) startCLI(ctx context.Context) error {
 		return err
 	}
 	if c.p.Files != nil {
-		files, err := c.p.Files(Setup{Home: home, Workspace: c.m.o.Workspace, Hook: "sh " + shellQuote(c.m.hookPath()) + " " + shellQuote(c.p.Name), APIKey: c.o.APIKey})
+		files, err := c.p.Files(Setup{Home: home, Workspace: c.m.o.Workspace, Hook: "sh " + shellQuote(c.m.hookPath()) + " " + shellQuote(c.p.Name) + " " + c.t.scan.nonce, APIKey: c.o.APIKey})
 		if err != nil {
 			return err
 		}

@@ -28,9 +28,11 @@ func decodeOctal(b []byte) []byte {
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 // The marker conch's shell and hooks print: an OSC sequence with a private
-// number, ESC ] 7770 ; conch ; <fields> BEL. tmux ignores an OSC it does not
-// know, so the marker never reaches the screen the model reads; control mode
-// passes the raw bytes on, so conch sees it.
+// number, ESC ] 7770 ; conch ; <nonce> ; <fields> BEL. tmux ignores an OSC it
+// does not know, so the marker never reaches the screen the model reads;
+// control mode passes the raw bytes on, so conch sees it. The nonce is the
+// terminal's own secret (kept in an unexported shell variable), so output
+// that merely contains a marker (cat of a log) cannot fake a completion.
 const (
 	oscPrefix = "\x1b]7770;conch;"
 	oscEnd    = '\a'
@@ -80,7 +82,9 @@ func parseMarker(body string) (marker, bool) {
 
 // markerScanner finds conch markers in a pane's output stream. A marker may
 // be split across %output lines, so a partial one is kept for the next chunk.
+// Only markers with the terminal's nonce count; with no nonce, none do.
 type markerScanner struct {
+	nonce   string
 	partial []byte
 }
 
@@ -107,8 +111,10 @@ func (s *markerScanner) scan(chunk []byte) []marker {
 			}
 			return out
 		}
-		if m, ok := parseMarker(string(rest[:j])); ok {
-			out = append(out, m)
+		if nonce, body, ok := strings.Cut(string(rest[:j]), ";"); ok && s.nonce != "" && nonce == s.nonce {
+			if m, ok := parseMarker(body); ok {
+				out = append(out, m)
+			}
 		}
 		data = rest[j+1:]
 	}

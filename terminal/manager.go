@@ -275,6 +275,7 @@ func (m *Manager) Open(ctx context.Context, command string) (OpenResult, error) 
 		// Starting counts as typing: Open waits for the first prompt (or
 		// for the program's output to settle) like Wait does after a Type.
 		c.seq, c.typeSeq, c.lastType = 1, 1, now
+		c.scan.nonce = newNonce()
 		m.ttys[n] = c // reserve the number
 		m.mu.Unlock()
 
@@ -318,6 +319,7 @@ func (m *Manager) start(ctx context.Context, t *tty, command string) error {
 	}
 	args := append(m.tmuxArgs(), "-C", "new-session", "-s", t.name,
 		"-x", strconv.Itoa(m.o.Width), "-y", strconv.Itoa(m.o.Height), "-c", m.o.Workspace)
+	args = append(args, "-e", "CONCH_NONCE="+t.scan.nonce)
 	for _, e := range extraEnv {
 		args = append(args, "-e", e)
 	}
@@ -369,7 +371,7 @@ func (m *Manager) resolvePane(ctx context.Context, t *tty) error {
 
 func (m *Manager) saveRecord(ctx context.Context, t *tty) error {
 	m.mu.Lock()
-	rec := Record{TTY: t.n, Session: t.name, Command: t.command, Shell: t.shell, OpenedAt: t.openedAt, Mark: t.mark, Seen: slices.Clone(t.seen)}
+	rec := Record{TTY: t.n, Session: t.name, Command: t.command, Shell: t.shell, Nonce: t.scan.nonce, OpenedAt: t.openedAt, Mark: t.mark, Seen: slices.Clone(t.seen)}
 	m.mu.Unlock()
 	if t.n == CodeTTY {
 		rec.Command = t.profile
@@ -640,6 +642,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverResult, error) {
 		}
 		r, known := byName[name]
 		t := &tty{n: n, name: name, command: r.Command, shell: r.Shell, openedAt: r.OpenedAt, mark: r.Mark, seen: r.Seen}
+		t.scan.nonce = r.Nonce // without a record, no marker can be trusted
 		if !known {
 			t.openedAt = m.o.Now()
 			t.mark = -1 // nothing seen: everything is new

@@ -17,7 +17,9 @@ type Record struct {
 	// Command is what was started ("" for a shell).
 	Command string
 	// Shell is true for a shell TTY with conch's completion markers.
-	Shell    bool
+	Shell bool
+	// Nonce is the terminal's marker secret.
+	Nonce    string
 	OpenedAt time.Time
 	// Mark is the absolute line (history and screen counted from the
 	// first line tmux still holds) where the last observation began;

@@ -23,21 +23,26 @@ set -g escape-time 0
 const bashRC = `# conch: shell TTY setup (generated; edits are overwritten)
 [ -r /etc/bash.bashrc ] && . /etc/bash.bashrc
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
+__conch_nonce=${CONCH_NONCE-}
+unset CONCH_NONCE
 __conch_status=0
 __conch_pc() { __conch_status=$?; return $__conch_status; }
 PROMPT_COMMAND="__conch_pc${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
-PS1="${PS1:-\\$ }"'\[\e]7770;conch;done;${__conch_status};${PWD}\a\]'
-PS0=$'\e]7770;conch;start\a'"${PS0-}"
-__conch_exit() { printf '\033]7770;conch;exit;%d\007' "$?"; }
+PS1="${PS1:-\\$ }"'\[\e]7770;conch;${__conch_nonce};done;${__conch_status};${PWD}\a\]'
+PS0=$'\e]7770;conch;'"${__conch_nonce}"$';start\a'"${PS0-}"
+__conch_exit() { printf '\033]7770;conch;%s;exit;%d\007' "$__conch_nonce" "$?"; }
 trap __conch_exit EXIT
 `
 
 // programScript runs a TTY's command ($CONCH_TTY_CMD) with job control, so
 // the program is the pane's foreground process, and reports its exit.
 const programScript = `set -m
-eval "$CONCH_TTY_CMD"
+__conch_nonce=$CONCH_NONCE
+__conch_cmd=$CONCH_TTY_CMD
+unset CONCH_NONCE CONCH_TTY_CMD
+eval "$__conch_cmd"
 __conch_s=$?
-printf '\033]7770;conch;exit;%d\007' "$__conch_s"
+printf '\033]7770;conch;%s;exit;%d\007' "$__conch_nonce" "$__conch_s"
 exit $__conch_s`
 
 // turnEndScript is the turn-end hook the coding-agent CLIs run: it appends
@@ -47,10 +52,11 @@ func turnEndScript(runDir string) string {
 	return fmt.Sprintf(`#!/bin/sh
 # conch: turn-end hook of a coding-agent CLI (generated)
 name="${1:-agent}"
+nonce="${2:-}"
 date +%%s.%%N >> %s/turn-"$name" 2>/dev/null
 if [ -n "$TMUX_PANE" ]; then
 	tty=$(tmux display-message -p -t "$TMUX_PANE" '#{pane_tty}' 2>/dev/null)
-	[ -n "$tty" ] && printf '\033]7770;conch;turn;%%s\007' "$name" > "$tty"
+	[ -n "$tty" ] && printf '\033]7770;conch;%%s;turn;%%s\007' "$nonce" "$name" > "$tty"
 fi
 # Hook protocols that read stdout want JSON: an empty object changes nothing.
 printf '{}\n'

@@ -267,3 +267,22 @@ func TestBusyNeighbourDoesNotHoldWait(t *testing.T) {
 		t.Errorf("tty 1: got %s, want running", o.State)
 	}
 }
+
+func TestForgedMarkerIsIgnored(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+		t.Cleanup(m.Detach)
+		if _, err := m.Open(ctx, ""); err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		// Output that contains a marker without the terminal's secret
+		// (as a log being printed might) does not end the command.
+		mustType(t, m, 0, "bash", `printf '\033]7770;conch;0000;done;0;/\007'; sleep 0.3; echo real-end; false`, true)
+		o := obsOf(t, mustWait(t, m, 10*time.Second), 0)
+		if o.State != terminal.StateDone || o.Exit != 1 {
+			t.Fatalf("got %s exit %d, want done exit 1 (the real prompt)\n%s", o.State, o.Exit, o)
+		}
+		contains(t, "output", o.Text, "\nreal-end\n")
+	})
+}

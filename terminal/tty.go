@@ -1,6 +1,8 @@
 package terminal
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"io/fs"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ type tty struct {
 	shell    bool
 	profile  string // coding-agent profile name, for CodeTTY
 	openedAt time.Time
+	// scan.nonce is the terminal's secret: only markers carrying it count.
 
 	// opMu serialises command sequences on the terminal (type, observe,
 	// close); waiting for output does not hold it.
@@ -118,3 +121,10 @@ func (t *tty) doneLocked() bool {
 }
 
 func fsMode(m uint32) fs.FileMode { return fs.FileMode(m) }
+
+// newNonce returns a fresh terminal secret.
+func newNonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -18,7 +18,7 @@ func Run(t *testing.T, reg terminal.Registry) {
 	opened := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 	recs := []terminal.Record{
 		{TTY: 2, Session: "tty_2", Command: "python3 -q", OpenedAt: opened, Mark: 7, Seen: []string{">>> 1+1", "2", ">>>"}},
-		{TTY: 0, Session: "tty_0", Shell: true, OpenedAt: opened, Mark: -1},
+		{TTY: 0, Session: "tty_0", Shell: true, Nonce: "0123abcd", OpenedAt: opened, Mark: -1},
 		{TTY: terminal.CodeTTY, Session: "code", Command: "fakecli", Shell: true, OpenedAt: opened, Mark: 0, Seen: []string{"╭─╮", "│ > │"}},
 	}
 	for _, r := range recs {
@@ -71,7 +71,7 @@ func equal(a, b []terminal.Record) bool {
 	}
 	for i := range a {
 		x, y := a[i], b[i]
-		if x.TTY != y.TTY || x.Session != y.Session || x.Command != y.Command || x.Shell != y.Shell ||
+		if x.TTY != y.TTY || x.Session != y.Session || x.Command != y.Command || x.Shell != y.Shell || x.Nonce != y.Nonce ||
 			!x.OpenedAt.Equal(y.OpenedAt) || x.Mark != y.Mark || fmt.Sprint(nilEmpty(x.Seen)) != fmt.Sprint(nilEmpty(y.Seen)) {
 			return false
 		}
