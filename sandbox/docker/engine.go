@@ -86,7 +86,7 @@ func DetectHost(host, engine string, getenv func(string) string) (string, error)
 // configured name ("", auto, docker or podman); a mismatch with what answers
 // is an error.
 func dial(ctx context.Context, host, engine string) (*client.Client, Info, error) {
-	api, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	api, err := client.New(client.WithHost(host))
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("engine client for %s: %w", host, err)
 	}

@@ -68,7 +68,7 @@ func reopen(t testing.TB, eng *engine.Engine, o docker.Options) *testRuntime {
 func purge(t testing.TB, eng *engine.Engine, instance string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.New(client.WithHost(eng.Host), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(eng.Host))
 	if err != nil {
 		t.Errorf("purge: %v", err)
 		return

@@ -75,8 +75,6 @@ func (r *registry) volumeOf(key conch.ConversationKey) (string, bool) {
 	return "", false
 }
 
-// hasVolume reports whether a conversation's workspace is the volume.
-func (r *registry) hasVolume(vol string) bool { return r.containerOfVolume(vol) != "" }
 
 // containerOfVolume returns the container name whose workspace is vol, or "".
 func (r *registry) containerOfVolume(vol string) string {

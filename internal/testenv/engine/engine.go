@@ -54,7 +54,7 @@ func (e *Engine) String() string { return e.Name }
 // Client returns an Engine API client for probing; closed at cleanup.
 func (e *Engine) Client(tb testing.TB) *client.Client {
 	tb.Helper()
-	c, err := client.New(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(e.Host))
 	if err != nil {
 		tb.Fatalf("engine client: %v", err)
 	}
@@ -259,7 +259,7 @@ func killStale(pidfile string) error {
 }
 
 func answers(ctx context.Context, host string) bool {
-	c, err := client.New(client.WithHost(host), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(host))
 	if err != nil {
 		return false
 	}
@@ -273,7 +273,7 @@ func answers(ctx context.Context, host string) bool {
 // ensureImage imports the sandbox image from the cached rootfs (building it
 // with debootstrap the first time) unless the engine has the current one.
 func ensureImage(ctx context.Context, e *Engine) error {
-	c, err := client.New(client.WithHost(e.Host), client.WithAPIVersionNegotiation())
+	c, err := client.New(client.WithHost(e.Host))
 	if err != nil {
 		return err
 	}
