@@ -75,7 +75,6 @@ func (r *registry) volumeOf(key conch.ConversationKey) (string, bool) {
 	return "", false
 }
 
-
 // containerOfVolume returns the container name whose workspace is vol, or "".
 func (r *registry) containerOfVolume(vol string) string {
 	r.mu.Lock()
