@@ -347,6 +347,12 @@ func (m *Manager) attach(ctx context.Context, t *tty) error {
 	m.mu.Lock()
 	t.cc = cc
 	t.ended = false
+	// Events may have been missed while no client was attached: the
+	// shell's state is unknown until its next marker, and the next Wait
+	// lets the terminal settle as if it had just been typed into.
+	t.busy = false
+	t.seq++
+	t.typeSeq, t.lastType = t.seq, m.o.Now()
 	m.mu.Unlock()
 	return m.resolvePane(ctx, t)
 }

@@ -286,3 +286,24 @@ func TestForgedMarkerIsIgnored(t *testing.T) {
 		contains(t, "output", o.Text, "\nreal-end\n")
 	})
 }
+
+func TestStreamBreakReattaches(t *testing.T) {
+	b := terminaltest.Host(t)
+	ctx := ctxT(t)
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	if _, err := m.Open(ctx, ""); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	b.Break() // the control client's stream dies; tmux lives on
+	res := mustWait(t, m, 10*time.Second)
+	if o := obsOf(t, res, 0); o.State == terminal.StateGone || o.State == terminal.StateExited {
+		t.Fatalf("after a broken stream: got %s, want the terminal kept", o.State)
+	}
+	mustType(t, m, 0, "bash", "echo still-here; false", true)
+	o := obsOf(t, mustWait(t, m, 10*time.Second), 0)
+	if o.State != terminal.StateDone || o.Exit != 1 {
+		t.Fatalf("after reattaching: got %s exit %d, want done exit 1\n%s", o.State, o.Exit, o)
+	}
+	contains(t, "output", o.Text, "\nstill-here\n")
+}

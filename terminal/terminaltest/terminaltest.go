@@ -33,6 +33,9 @@ type Box struct {
 	Host bool
 	// WS is the workspace as the sandbox's programs see it.
 	WS string
+	// Break, for Host, breaks every stream to the agent, as a dying exec
+	// would; the client reconnects on its next call.
+	Break func()
 }
 
 // Each runs f against a real sandbox container (docker) and against the
@@ -68,6 +71,7 @@ func Host(t testing.TB) *Box {
 		MemoryEvents: "-",
 		Env:          []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + ws, "TERM=dumb", "SHELL=/bin/bash"},
 	}
+	var mu sync.Mutex
 	var servers []io.Closer
 	c := agent.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		cr, sw, err := os.Pipe()
@@ -78,7 +82,9 @@ func Host(t testing.TB) *Box {
 		if err != nil {
 			return nil, err
 		}
+		mu.Lock()
 		servers = append(servers, sr, sw)
+		mu.Unlock()
 		go func() {
 			defer sw.Close()
 			defer sr.Close()
@@ -87,15 +93,21 @@ func Host(t testing.TB) *Box {
 		return pipeConn{cr, cw}, nil
 	}, agent.ClientOptions{ID: "host-" + filepath.Base(dir)})
 	opts := terminal.Options{Scope: "test", RunDir: run, Workspace: ws}
+	brk := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range servers {
+			s.Close()
+		}
+		servers = nil
+	}
 	t.Cleanup(func() {
 		// The tmux server outlives its clients: end it.
 		_ = exec.Command("tmux", "-S", filepath.Join(run, "tmux.sock"), "kill-server").Run()
 		c.Close()
-		for _, s := range servers {
-			s.Close()
-		}
+		brk()
 	})
-	return &Box{SB: c, Opts: opts, Host: true, WS: ws}
+	return &Box{SB: c, Opts: opts, Host: true, WS: ws, Break: brk}
 }
 
 type pipeConn struct{ r, w *os.File }
