@@ -105,7 +105,11 @@ func Gemini() Profile {
 				"general": map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
 				"ui":      map[string]any{"hideBanner": true, "hideTips": true},
 				"privacy": map[string]any{"usageStatisticsEnabled": false},
-				"tools":   map[string]any{"enableHooks": true},
+				// Hooks were switched on by tools.enableHooks and
+				// hooks.enabled in older releases, by hooksConfig.enabled
+				// in newer ones; all three are set.
+				"tools":       map[string]any{"enableHooks": true},
+				"hooksConfig": map[string]any{"enabled": true},
 				"hooks": map[string]any{
 					"enabled": true,
 					"AfterAgent": []any{map[string]any{
