@@ -87,6 +87,11 @@ func testEnv(srv *fakellm.Server, provider fakellm.Provider, dir string) []strin
 
 func startConch(t *testing.T, env []string, args string) *conchProc {
 	t.Helper()
+	for _, kv := range env {
+		if dir, ok := strings.CutPrefix(kv, "CONCH_DATA_DIR="); ok {
+			dumpLogsOnFailure(t, dir)
+		}
+	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(env, "CONCH_TEST_ARGS="+args)
 	stdin, err := cmd.StdinPipe()
@@ -109,6 +114,23 @@ func startConch(t *testing.T, env []string, args string) *conchProc {
 		}
 	})
 	return p
+}
+
+// dumpLogsOnFailure shows conch's log files when the test fails.
+func dumpLogsOnFailure(t *testing.T, dataDir string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			t.Logf("%s (tail):\n%s", filepath.Base(l), b)
+		}
+	})
 }
 
 // say writes one line and returns the next reply line.

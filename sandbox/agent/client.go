@@ -154,7 +154,7 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	if s != nil && s.alive() {
 		return s, nil
 	}
-	s, err := c.connect(ctx)
+	s, err := c.connectRetry(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +168,29 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 	c.mu.Unlock()
 	return s, nil
 }
+
+// connectRetry connects, trying again a few times when the agent's stream
+// does not begin with its hello: under load an engine may close a fresh exec
+// attachment, or fail the exec, before the program starts. Other failures
+// are returned at once.
+func (c *Client) connectRetry(ctx context.Context) (*session, error) {
+	delay := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		s, err := c.connect(ctx)
+		if err == nil || attempt == 3 || !errors.Is(err, errNoHello) {
+			return s, err
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, err
+		}
+		delay *= 4
+	}
+}
+
+// errNoHello marks a stream that ended before the agent said hello.
+var errNoHello = errors.New("no hello from the agent")
 
 func (c *Client) connect(ctx context.Context) (*session, error) {
 	rwc, err := c.dial(ctx)
@@ -187,6 +210,11 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	var hr helloResult
 	select {
 	case hr = <-hc:
+		if hr.err != nil {
+			// Whatever came instead (nothing, or the engine's own error
+			// text) means the agent did not start.
+			hr.err = fmt.Errorf("%w: %w", errNoHello, hr.err)
+		}
 	case <-ctx.Done():
 		rwc.Close()
 		return nil, fmt.Errorf("agent handshake: %w", ctx.Err())
