@@ -93,6 +93,12 @@ func (g *Gateway) reset(ctx context.Context, key conch.ConversationKey) (string,
 	return text, nil
 }
 
+// describer is an optional ability of a Runtime: one line about a
+// conversation's sandbox, for /status.
+type describer interface {
+	Describe(ctx context.Context, key conch.ConversationKey) string
+}
+
 // status describes the conversation's state.
 func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string {
 	var b strings.Builder
@@ -113,8 +119,11 @@ func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string 
 	if queued > 0 {
 		fmt.Fprintf(&b, " %d message(s) queued.", queued)
 	}
-	if g.opts.Runtime == nil {
+	switch rt := g.opts.Runtime.(type) {
+	case nil:
 		b.WriteString("\nComputer: none (no container runtime configured).")
+	case describer:
+		b.WriteString("\n" + rt.Describe(ctx, key))
 	}
 	if sc, ok := g.channels[key.Channel].(conch.StatusChannel); ok {
 		for _, line := range sc.Status(ctx, key) {

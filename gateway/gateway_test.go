@@ -493,3 +493,21 @@ func TestConcurrentMessagesNoneLost(t *testing.T) {
 }
 
 var _ = errors.New
+
+// describingRuntime is a Runtime that can describe a sandbox.
+type describingRuntime struct{ conch.Runtime }
+
+func (describingRuntime) Describe(_ context.Context, key conch.ConversationKey) string {
+	return "Computer: conch-" + key.ID + ", running"
+}
+
+func TestStatusDescribesSandbox(t *testing.T) {
+	e := newEnv(t, nil)
+	e.gw.opts.Runtime = describingRuntime{}
+	e.start()
+	e.send("room", "alice", "/status")
+	out := e.waitFor("status", countKind(conch.OutboundNotice, 1))
+	if got := out[0].Text; !strings.Contains(got, "Computer: conch-room, running") {
+		t.Fatalf("status %q lacks the sandbox line", got)
+	}
+}
