@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"conch/internal/flock"
 )
 
 // DefaultMirror is used when the apt sources name no Debian mirror.
@@ -61,7 +63,7 @@ func CachedRootfs(ctx context.Context, o RootfsOptions) (string, error) {
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
-	unlock, err := lockFile(ctx, out+".lock")
+	unlock, err := flock.Lock(ctx, out+".lock")
 	if err != nil {
 		return "", fmt.Errorf("build rootfs: %w", err)
 	}
@@ -361,31 +363,5 @@ func unmountUnder(dir string) {
 	}
 	for i := len(points) - 1; i >= 0; i-- {
 		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
-	}
-}
-
-// lockFile takes an exclusive flock on path, waiting until it is free or ctx ends.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
 	}
 }

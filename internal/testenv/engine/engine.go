@@ -24,6 +24,7 @@ import (
 	"time"
 
 	sandboximage "conch/images/sandbox"
+	"conch/internal/flock"
 	"conch/internal/testenv"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -153,7 +154,7 @@ func start(name string) *result {
 	}
 	sock := filepath.Join(dir, name+".sock")
 	e := &Engine{Name: name, Host: "unix://" + sock, Image: Image, CacheDir: cache}
-	unlock, err := lock(ctx, filepath.Join(BaseDir, name+".lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(BaseDir, name+".lock"))
 	if err != nil {
 		return &result{err: err}
 	}
@@ -318,35 +319,6 @@ func tail(path string) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
-}
-
-// lock takes an exclusive flock on path, waiting until it is free or ctx ends.
-func lock(ctx context.Context, path string) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 var (

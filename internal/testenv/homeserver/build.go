@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"conch/internal/flock"
 )
 
 // Version is the dendrite release the tests run against.
@@ -56,7 +58,7 @@ func Prebuild(ctx context.Context) (Binaries, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("prebuild dendrite: %w", err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(dir, "build.lock"))
+	unlock, err := flock.Lock(ctx, filepath.Join(dir, "build.lock"))
 	if err != nil {
 		return Binaries{}, fmt.Errorf("prebuild dendrite: %w", err)
 	}
