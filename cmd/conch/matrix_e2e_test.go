@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
@@ -175,25 +174,7 @@ func TestUpMatrixRoomSandbox(t *testing.T) {
 		"CONCH_INSTANCE_ID="+instance,
 	)
 	api := e.Client(t)
-	containers := func() []string {
-		t.Helper()
-		res, err := api.ContainerList(context.Background(), client.ContainerListOptions{
-			All: true, Filters: make(client.Filters).Add("label", "conch.instance="+instance),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, c := range res.Items {
-			ids = append(ids, c.ID)
-		}
-		return ids
-	}
-	t.Cleanup(func() {
-		for _, id := range containers() {
-			api.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		}
-	})
+	containers := instanceContainers(t, api, instance)
 
 	p := startConch(t, env, "up")
 	p.waitStderr(t, "matrix first sync")

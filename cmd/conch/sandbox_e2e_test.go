@@ -35,25 +35,7 @@ func TestChatSandboxSurvivesKill(t *testing.T) {
 			"CONCH_INSTANCE_ID="+instance,
 		)
 		api := e.Client(t)
-		containers := func() []string {
-			t.Helper()
-			res, err := api.ContainerList(context.Background(), client.ContainerListOptions{
-				All: true, Filters: make(client.Filters).Add("label", "conch.instance="+instance),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ids []string
-			for _, c := range res.Items {
-				ids = append(ids, c.ID)
-			}
-			return ids
-		}
-		t.Cleanup(func() {
-			for _, id := range containers() {
-				api.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			}
-		})
+		containers := instanceContainers(t, api, instance)
 
 		srv.Push(fakellm.ToolCall("write_file", `{"path":"note.txt","content":"written before the kill"}`), fakellm.Text("Saved."))
 		p := startConch(t, env, "chat")
@@ -96,4 +78,30 @@ func lastToolResult(t *testing.T, srv *fakellm.Server) string {
 		t.Fatalf("last request carries no tool result: %+v", last.Messages)
 	}
 	return rs[len(rs)-1].Content
+}
+
+// instanceContainers lists the ids of the containers of a conch instance and
+// removes them (with their volumes) when the test ends.
+func instanceContainers(t *testing.T, api *client.Client, instance string) func() []string {
+	t.Helper()
+	list := func() []string {
+		t.Helper()
+		res, err := api.ContainerList(context.Background(), client.ContainerListOptions{
+			All: true, Filters: make(client.Filters).Add("label", "conch.instance="+instance),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range res.Items {
+			ids = append(ids, c.ID)
+		}
+		return ids
+	}
+	t.Cleanup(func() {
+		for _, id := range list() {
+			api.ContainerRemove(context.Background(), id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	})
+	return list
 }
