@@ -186,11 +186,35 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		d.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	if err := d.setup(ctx); err != nil {
+	if err := d.setupRetry(ctx, o.busyTimeout); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	return d, nil
+}
+
+// setupRetry runs setup, trying again while the file is busy: switching to
+// WAL and migrating take locks SQLite may refuse at once, without waiting
+// for the busy timeout, when another process opens the file at the same time.
+func (d *DB) setupRetry(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	delay := 10 * time.Millisecond
+	for {
+		err := d.setup(ctx)
+		if err == nil || !isBusy(err) || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		for _, st := range d.prepared {
+			st.Close()
+		}
+		d.prepared = nil
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return err
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
 }
 
 // openPool opens a database/sql pool whose every connection carries the
@@ -386,4 +410,11 @@ func validKey(k conch.ConversationKey) error {
 		return conch.Errorf(conch.KindInvalid, "conversation key %q has no id", k.String())
 	}
 	return nil
+}
+
+// isBusy reports whether err is SQLite's "database is locked" (SQLITE_BUSY or
+// one of its extended codes).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
