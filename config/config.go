@@ -39,6 +39,7 @@ type Config struct {
 	Matrix  MatrixConfig  `toml:"matrix" envPrefix:"MATRIX_"`
 	CLI     CLIConfig     `toml:"cli" envPrefix:"CLI_"`
 	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
+	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -100,6 +101,20 @@ type ToolsConfig struct {
 	BashAllow []string `toml:"bash_allow" env:"BASH_ALLOW" envSeparator:","`
 	// BashTimeout is the default and longest run of one bash call.
 	BashTimeout Duration `toml:"bash_timeout" env:"BASH_TIMEOUT"`
+}
+
+// CoderConfig selects the coding-agent CLI behind the code tool.
+type CoderConfig struct {
+	// Agent is gemini | claude | codex; "" disables the code tools.
+	Agent string `toml:"agent" env:"AGENT"`
+	// APIKey is given only to the CLI (secret: prefer APIKeyFile or the environment).
+	APIKey     string `toml:"api_key" env:"API_KEY"`
+	APIKeyFile string `toml:"api_key_file" env:"API_KEY_FILE"`
+	// BaseURL points the CLI at another API endpoint; "" keeps its default.
+	BaseURL string `toml:"base_url" env:"BASE_URL"`
+	// Hosts adds hosts the CLI may reach through the egress proxy, beyond
+	// its API's.
+	Hosts []string `toml:"hosts" env:"HOSTS" envSeparator:","`
 }
 
 // Duration is a time.Duration written as "1.5s" in TOML and the environment.
@@ -182,6 +197,13 @@ func Load(path string, environ []string) (*Config, error) {
 			return nil, fmt.Errorf("model.api_key_file: %w", err)
 		}
 		c.Model.APIKey = strings.TrimSpace(string(b))
+	}
+	if c.Coder.APIKeyFile != "" && c.Coder.APIKey == "" {
+		b, err := os.ReadFile(c.Coder.APIKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("coder.api_key_file: %w", err)
+		}
+		c.Coder.APIKey = strings.TrimSpace(string(b))
 	}
 	if c.DataDir == "" {
 		c.DataDir = defaultDataDir(envMap)
@@ -267,6 +289,14 @@ func (c *Config) Validate() error {
 	case "text", "json":
 	default:
 		add("log.format", fmt.Sprintf("unknown format %q", c.Log.Format), "use text or json")
+	}
+	switch c.Coder.Agent {
+	case "", "gemini", "claude", "codex":
+	default:
+		add("coder.agent", fmt.Sprintf("unknown coding agent %q", c.Coder.Agent), "use gemini, claude, codex, or leave it empty to disable the code tool")
+	}
+	if c.Coder.Agent != "" && c.Coder.APIKey == "" {
+		add("coder.api_key", "the coding agent has no API key", "set CONCH_CODER_API_KEY or [coder] api_key_file")
 	}
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)

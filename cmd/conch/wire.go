@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"conch"
@@ -21,6 +23,8 @@ import (
 	"conch/obs"
 	"conch/sandbox/docker"
 	"conch/sqlite"
+	"conch/terminal"
+	"conch/terminal/egress"
 	"conch/tool"
 )
 
@@ -42,8 +46,10 @@ type deps struct {
 	log     *slog.Logger
 	db      *sqlite.DB
 	runtime *docker.Runtime // nil without a container engine
-	audit   *obs.Audit
-	closers []io.Closer
+	// terminals holds each conversation's tmux terminals; nil without a runtime.
+	terminals *terminal.Pool
+	audit     *obs.Audit
+	closers   []io.Closer
 }
 
 func (d *deps) Close() {
@@ -120,6 +126,7 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	}
 	d.runtime = rt
 	d.closers = append(d.closers, rt)
+	startTerminals(d)
 	return nil
 }
 
@@ -178,8 +185,58 @@ func tools(d *deps) []conch.Tool {
 	}
 	tc := d.cfg.Tools
 	files := tool.FilesOptions{Auditor: d.audit}
-	return append(ts,
+	ts = append(ts,
 		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
 		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
 	)
+	ts = append(ts, tool.TerminalTools(d.terminals)...)
+	if profile, ok := coderProfile(d.cfg.Coder.Agent); ok {
+		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: coderOptions(d, profile)})...)
+	}
+	return ts
 }
+
+// startTerminals creates the per-conversation terminal managers over the
+// runtime (tmux in each sandbox; the registry in the store).
+func startTerminals(d *deps) {
+	if d.runtime == nil {
+		return
+	}
+	d.terminals = terminal.NewPool(d.runtime, d.db, terminal.Options{})
+	d.closers = append(d.closers, closerFunc(func() error { d.terminals.Close(); return nil }))
+}
+
+func coderProfile(name string) (terminal.Profile, bool) {
+	switch name {
+	case "gemini":
+		return terminal.Gemini(), true
+	case "claude":
+		return terminal.Claude(), true
+	case "codex":
+		return terminal.Codex(), true
+	}
+	return terminal.Profile{}, false
+}
+
+// coderOptions gives the CLI its key and endpoint, and reaches the network
+// only through conch's allowlisting egress proxy: the sandbox stays on
+// network none.
+func coderOptions(d *deps, p terminal.Profile) terminal.CoderOptions {
+	cc := d.cfg.Coder
+	o := terminal.CoderOptions{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}}
+	hosts := append(slices.Clone(p.Hosts), cc.Hosts...)
+	if cc.BaseURL != "" {
+		o.Env = append(o.Env, p.BaseURLEnv+"="+cc.BaseURL)
+		if u, err := url.Parse(cc.BaseURL); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	bridges := egress.NewBridges(egress.New(egress.Options{Hosts: hosts, Logger: d.log}), egress.BridgeOptions{})
+	d.closers = append(d.closers, bridges)
+	o.Egress = bridges.ProxyURL
+	return o
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
