@@ -65,6 +65,7 @@ func (a *app) sandboxLsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				fillLastUsed(ctx, d, list, time.Now())
 				if asJSON {
 					return writeJSON(a.stdout, list)
 				}
@@ -75,6 +76,53 @@ func (a *app) sandboxLsCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
+}
+
+// lastUseWindow is how far back the audit trail is read for last use.
+const lastUseWindow = 30 * 24 * time.Hour
+
+// fillLastUsed completes LastUsed from the audit trail: this process did
+// not see the conversations' use, `conch up` did and audited each command
+// and file write. The trail is read in pages, at most lastUseWindow back.
+func fillLastUsed(ctx context.Context, d *deps, list []docker.Summary, now time.Time) {
+	want := map[string]bool{}
+	for _, s := range list {
+		if !s.Key.IsZero() {
+			want[s.Key.String()] = true
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	last := map[string]time.Time{}
+	const page = 2000
+	since := now.Add(-lastUseWindow)
+	for range 1000 {
+		evs, err := d.db.AuditEvents(ctx, since, page)
+		if err != nil {
+			d.log.Warn("read the audit trail for last use", "err", err)
+			return
+		}
+		for _, ev := range evs {
+			k := ev.Conversation.String()
+			if want[k] && (ev.Kind == "exec" || ev.Kind == "file_write" || ev.Kind == "sandbox_create") && ev.At.After(last[k]) {
+				last[k] = ev.At
+			}
+		}
+		if len(evs) < page {
+			break
+		}
+		next := evs[len(evs)-1].At
+		if !next.After(since) {
+			next = since.Add(time.Millisecond) // a full page of one instant
+		}
+		since = next
+	}
+	for i := range list {
+		if t := last[list[i].Key.String()]; !list[i].Key.IsZero() && t.After(list[i].LastUsed) {
+			list[i].LastUsed = t
+		}
+	}
 }
 
 // writeSandboxTable renders `conch sandbox ls`.
@@ -114,6 +162,9 @@ func (a *app) sandboxInspectCmd() *cobra.Command {
 				if err != nil {
 					return refHint(err)
 				}
+				one := []docker.Summary{det.Summary}
+				fillLastUsed(ctx, d, one, time.Now())
+				det.Summary = one[0]
 				if asJSON {
 					return writeJSON(a.stdout, det)
 				}
