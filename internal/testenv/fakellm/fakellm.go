@@ -13,8 +13,10 @@
 // with Handle answers; when there is neither, the server answers 500 naming
 // the problem and marks the test failed. The response shapes (ids, finish
 // reasons, usage, tool calls) are the real APIs' shapes, so the SDKs parse
-// them exactly as they parse production traffic. Streaming is not spoken: a
-// streaming request gets a 400 saying so.
+// them exactly as they parse production traffic. Streaming is spoken only
+// for Gemini's streamGenerateContent?alt=sse (gemini_stream.go, what the
+// Gemini CLI calls); any other streaming request gets a 400 saying so. TLS
+// serves it over HTTPS.
 package fakellm
 
 import (
@@ -40,6 +42,7 @@ type Server struct {
 	closeOnce    sync.Once
 	record       bool
 	exhaustionOK bool
+	tls          bool
 	seq          atomic.Uint64
 	bufs         sync.Pool // encoding buffers: the fake is on the hot path of gateway benchmarks
 
@@ -69,7 +72,12 @@ func New(tb testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	if s.tls {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 	tb.Cleanup(func() {
 		if n := s.Pending(); n > 0 {
 			tb.Logf("fakellm: %d scripted replies were never requested", n)
@@ -229,8 +237,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: cannot decode the request: "+err.Error()))
 		return
 	}
-	if stream {
-		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: streaming requests are not supported; use the non-streaming call"))
+	if stream && (p != Gemini || !geminiSSE(r)) {
+		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: streaming requests are not supported (but Gemini's streamGenerateContent?alt=sse); use the non-streaming call"))
 		return
 	}
 
@@ -308,6 +316,10 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, re
 	case Anthropic:
 		s.writeJSON(w, http.StatusOK, reply.header, anthropicResponse(req, reply, id))
 	case Gemini:
+		if strings.HasSuffix(req.Path, ":streamGenerateContent") {
+			s.writeGeminiStream(w, req, reply, id)
+			return
+		}
 		s.writeJSON(w, http.StatusOK, reply.header, geminiResponse(req, reply, id))
 	}
 }
