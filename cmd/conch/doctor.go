@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"conch/channel/matrix"
 	"conch/config"
 	"conch/sandbox/docker"
 	"conch/sqlite"
@@ -61,6 +63,10 @@ func (a *app) doctor(ctx context.Context) int {
 		check("model endpoint", checkModel(ctx, cfg.Model), fmt.Sprintf("%s answers for %s", cfg.Model.Provider, cfg.Model.Name))
 	}
 
+	if cfg.Matrix.Enabled() {
+		a.doctorMatrix(ctx, cfg, check)
+	}
+
 	switch cfg.Sandbox.Engine {
 	case "none":
 		fmt.Fprintln(a.stdout, "- container engine: disabled (sandbox.engine = none)")
@@ -75,6 +81,34 @@ func (a *app) doctor(ctx context.Context) int {
 		}
 	}
 	return failures
+}
+
+// doctorMatrix checks the Matrix login and reports rooms whose messages
+// could not be decrypted.
+func (a *app) doctorMatrix(ctx context.Context, cfg *config.Config, check func(string, error, string)) {
+	mc := cfg.Matrix
+	if err := mc.LoadSecrets(); err != nil {
+		check("matrix login", err, "")
+		return
+	}
+	if mc.AccessToken != "" {
+		check("matrix login", matrix.CheckLogin(ctx, mc.Homeserver, mc.UserID, mc.AccessToken), mc.UserID+" at "+mc.Homeserver)
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	if err != nil {
+		return // reported by the data dir check
+	}
+	defer db.Close()
+	rooms, err := matrix.Undecryptable(ctx, db.SQL())
+	if err == nil && len(rooms) > 0 {
+		var parts []string
+		for room, n := range rooms {
+			parts = append(parts, fmt.Sprintf("%s (%d)", room, n))
+		}
+		slices.Sort(parts)
+		err = fmt.Errorf("messages waiting for room keys in %s: the senders' devices have not shared their keys with conch's device; ask them to re-send, or verify conch's device", strings.Join(parts, ", "))
+	}
+	check("matrix encryption", err, "no undecryptable messages")
 }
 
 func checkDataDir(ctx context.Context, dir string) error {

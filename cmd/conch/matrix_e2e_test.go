@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -214,5 +216,30 @@ func TestUpMatrixRoomSandbox(t *testing.T) {
 			t.Fatalf("the room's container was not removed after the kick; stderr:\n%s", p.stderr)
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// TestDoctorMatrix: doctor accepts a valid Matrix login and names a refused token.
+func TestDoctorMatrix(t *testing.T) {
+	testenv.Short(t)
+	hs := homeserver.Start(t)
+	botID, botToken, _ := hs.Register(t, "conch")
+	srv := fakellm.New(t)
+	base := append(testEnv(srv, fakellm.OpenAI, t.TempDir()),
+		"CONCH_TEST_AS_MAIN=1", "CONCH_TEST_ARGS=doctor",
+		"CONCH_MATRIX_HOMESERVER="+hs.URL, "CONCH_MATRIX_USER_ID="+botID, "CONCH_MATRIX_ALLOW_FROM=@alice:localhost")
+	run := func(token string) (string, error) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(base, "CONCH_MATRIX_ACCESS_TOKEN="+token)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, _ := run(botToken)
+	if !strings.Contains(out, "✓ matrix login: "+botID) || !strings.Contains(out, "✓ matrix encryption") {
+		t.Fatalf("doctor with a valid token:\n%s", out)
+	}
+	out, err := run("not-a-token")
+	if err == nil || !strings.Contains(out, "✗ matrix login") || !strings.Contains(out, "matrix.access_token") {
+		t.Fatalf("doctor with a bad token (err %v):\n%s", err, out)
 	}
 }
