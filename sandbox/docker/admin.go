@@ -24,6 +24,11 @@ import (
 // This file is the operator's view of the sandboxes (`conch sandbox ls |
 // inspect | exec | rm | prune`) and the one line /status shows.
 
+// The gateway's /status asks a Runtime with this method for its line.
+var _ interface {
+	Describe(ctx context.Context, key conch.ConversationKey) string
+} = (*Runtime)(nil)
+
 // PoolConversation is Summary.Conversation of an unassigned warm-pool container.
 const PoolConversation = "(pool)"
 

@@ -356,3 +356,46 @@ func TestRefErrorMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminPoolAssigned: a conversation that took a warm-pool container is
+// listed under its conversation (from the registry, as a later process
+// reads it) and removed with the pool volume that became its workspace.
+func TestAdminPoolAssigned(t *testing.T) {
+	engine.Each(t, func(t *testing.T, eng *engine.Engine) {
+		rt := newRuntime(t, eng, func(o *docker.Options) { o.WarmPool = 1 })
+		ctx := ctxT(t)
+		if err := rt.FillPool(ctx); err != nil {
+			t.Fatalf("FillPool: %v", err)
+		}
+		pool, err := rt.List(ctx)
+		if err != nil || len(pool) != 1 || !pool[0].Pool {
+			t.Fatalf("after FillPool: %+v, %v; want one pool container", pool, err)
+		}
+		k := key("!pooled:example.org")
+		if _, err := rt.Sandbox(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+		rt.Close() // waits for the pool refill it started
+		rt2 := reopen(t, eng, rt.opts)
+		name := docker.ContainerName(rt.opts.InstanceID, k)
+		list, err := rt2.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok := byName(list)[name]
+		if !ok || s.Conversation != k.String() || s.Key != k || s.Pool || s.Orphan || s.ID != pool[0].ID || s.Workspace != pool[0].Workspace {
+			t.Fatalf("assigned container: got %+v (found %v), want conversation %s on pool container %s with workspace %s",
+				s, ok, k, pool[0].ShortID(), pool[0].Workspace)
+		}
+		got, err := rt2.RemoveRef(ctx, k.String(), false)
+		if want := []string{"container " + name, "volume " + pool[0].Workspace}; err != nil || !slices.Equal(got, want) {
+			t.Fatalf("rm: got %q, %v; want %q", got, err, want)
+		}
+		if _, err := eng.Client(t).VolumeInspect(ctx, pool[0].Workspace, client.VolumeInspectOptions{}); !cerrdefs.IsNotFound(err) {
+			t.Errorf("the assigned pool volume after rm: got %v, want gone", err)
+		}
+		if got := rt2.Describe(ctx, k); got != "Computer: none yet (created on first use)" {
+			t.Errorf("Describe after rm: got %q", got)
+		}
+	})
+}
