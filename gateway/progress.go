@@ -102,12 +102,15 @@ func (p *progress) flushLocked() {
 	}
 }
 
-// close stops further progress; pending lines are dropped, as the answer follows.
+// close stops further progress and shows what is still pending, so a
+// coalesced line (a retry, a tool call) is never lost before the answer.
 func (p *progress) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
 	if p.timer != nil {
 		p.timer.Stop()
+		p.timer = nil
+		p.flushLocked()
 	}
 }

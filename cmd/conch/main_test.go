@@ -368,3 +368,32 @@ func TestUpServesAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("stderr lacks the start line:\n%s", p.stderr)
 	}
 }
+
+// TestChatModelErrors drives the error classes through the real SDK: a 429
+// with Retry-After and a 500 are retried (shown on stderr), a 401 ends the
+// turn with a safe message.
+func TestChatModelErrors(t *testing.T) {
+	srv := fakellm.New(t)
+	env := testEnv(srv, fakellm.Anthropic, t.TempDir())
+	srv.Push(
+		fakellm.Error(429, "slow down").RetryAfter(50*time.Millisecond),
+		fakellm.Error(500, "oops"),
+		fakellm.Text("finally"),
+		fakellm.Error(401, "invalid x-api-key sk-secret"),
+	)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(env, "CONCH_TEST_ARGS=chat")
+	cmd.Stdin = strings.NewReader("first\nsecond\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 2 || lines[0] != "finally" || !strings.Contains(lines[1], "API key") || strings.Contains(stdout.String(), "sk-secret") {
+		t.Fatalf("stdout %q: want the answer after retries, then a safe auth message", stdout.String())
+	}
+	if n := strings.Count(stderr.String(), "retrying"); n != 2 {
+		t.Fatalf("stderr shows %d retries, want 2:\n%s", n, stderr.String())
+	}
+}
