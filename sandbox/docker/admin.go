@@ -2,10 +2,8 @@ package docker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -893,23 +891,9 @@ func humanDuration(d time.Duration) string {
 
 // refresh rereads the registry file: another conch process (`conch up`
 // beside `conch sandbox`) may have assigned pool containers since this one
-// read it, and a later save must not drop them.
+// read it.
 func (g *registry) refresh() error {
-	b, err := os.ReadFile(g.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read sandbox registry: %w", err)
-	}
-	var f regFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("read sandbox registry %s: %w", g.path, err)
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for k, v := range f.Assignments {
-		g.m[k] = v
-	}
-	return nil
+	return g.reloadLocked()
 }

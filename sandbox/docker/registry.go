@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/internal/flock"
 )
 
 // registry records what container labels cannot: which conversation a warm
@@ -88,29 +90,49 @@ func (r *registry) containerOfVolume(vol string) string {
 }
 
 func (r *registry) put(name string, e regEntry) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old, had := r.m[name]
-	r.m[name] = e
-	if err := r.saveLocked(); err != nil {
-		if had {
-			r.m[name] = old
-		} else {
-			delete(r.m, name)
-		}
-		return err
-	}
-	return nil
+	return r.update(func(m map[string]regEntry) bool { m[name] = e; return true })
 }
 
 func (r *registry) delete(name string) error {
+	return r.update(func(m map[string]regEntry) bool {
+		if _, ok := m[name]; !ok {
+			return false
+		}
+		delete(m, name)
+		return true
+	})
+}
+
+// update changes the registry under a file lock, on what the file holds now:
+// another conch process (`conch sandbox` beside `conch up`) may have written
+// it since this one read it, and its changes must not be lost.
+func (r *registry) update(change func(map[string]regEntry) bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	unlock, err := flock.Lock(ctx, r.path+".lock")
+	if err != nil {
+		return fmt.Errorf("save sandbox registry: %w", err)
+	}
+	defer unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.m[name]; !ok {
+	if err := r.reloadLocked(); err != nil {
+		return err
+	}
+	if !change(r.m) {
 		return nil
 	}
-	delete(r.m, name)
 	return r.saveLocked()
+}
+
+// reloadLocked replaces the in-memory map with the file's content.
+func (r *registry) reloadLocked() error {
+	fresh, err := openRegistry(r.path)
+	if err != nil {
+		return err
+	}
+	r.m = fresh.m
+	return nil
 }
 
 func (r *registry) saveLocked() error {
