@@ -87,9 +87,13 @@ func jsonFile(p string, v any) (File, error) {
 	return File{Path: p, Data: append(b, '\n'), Mode: 0o600}, nil
 }
 
-// Gemini is the Gemini CLI (npm @google/gemini-cli). Its AfterAgent hook
-// marks the end of a turn; folder trust and the auth dialog are settled in
-// ~/.gemini/settings.json; GOOGLE_GEMINI_BASE_URL points it at its API.
+// Gemini is the Gemini CLI (npm @google/gemini-cli; markers and settings
+// checked against the real 0.61 TUI in terminal/realcli_test.go). Its
+// AfterAgent hook marks the end of a turn; folder trust and the auth dialog
+// are settled in ~/.gemini/settings.json; GOOGLE_GEMINI_BASE_URL points it
+// at its API (it then streams from {base}/v1beta/models/{model}:
+// streamGenerateContent?alt=sse) and it honours HTTPS_PROXY for it (a
+// global undici proxy agent), so the egress proxy carries its traffic.
 func Gemini() Profile {
 	return Profile{
 		Name:       "gemini",
@@ -102,16 +106,17 @@ func Gemini() Profile {
 					"auth":        map[string]any{"selectedType": "gemini-api-key"},
 					"folderTrust": map[string]any{"enabled": false},
 				},
-				"general": map[string]any{"disableAutoUpdate": true, "disableUpdateNag": true},
+				// disableAutoUpdate and disableUpdateNag are the old
+				// names; the CLI migrates them by rewriting the file.
+				"general": map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
 				"ui":      map[string]any{"hideBanner": true, "hideTips": true},
 				"privacy": map[string]any{"usageStatisticsEnabled": false},
-				// Hooks were switched on by tools.enableHooks and
-				// hooks.enabled in older releases, by hooksConfig.enabled
-				// in newer ones; all three are set.
-				"tools":       map[string]any{"enableHooks": true},
+				// hooksConfig.enabled switches hooks on (tools.enableHooks
+				// and hooks.enabled of early releases are gone). Hooks
+				// from settings run only in a trusted folder, which every
+				// folder is with folder trust off.
 				"hooksConfig": map[string]any{"enabled": true},
 				"hooks": map[string]any{
-					"enabled": true,
 					"AfterAgent": []any{map[string]any{
 						"matcher": "*",
 						"hooks":   []any{map[string]any{"name": "conch-turn-end", "type": "command", "command": s.Hook}},
@@ -120,10 +125,14 @@ func Gemini() Profile {
 			})
 			return []File{f}, err
 		},
+		// "Thinking... (esc to cancel, 3s)" while it works; the input
+		// box ("Type your message") stays on screen meanwhile, and is
+		// gone while a permission box ("Allow execution of [Shell]?",
+		// "● 1. Allow once") waits.
 		Busy:   []string{"esc to cancel", "Esc to cancel"},
 		Asking: []string{"Allow execution", "Apply this change?", "Do you want to proceed?", "● 1. Yes, allow once", "● 1. Allow once"},
 		Ready:  []string{"Type your message"},
-		Chrome: []string{"Type your message", "no sandbox", "context left"},
+		Chrome: []string{"Type your message", "no sandbox", "context left", "? for shortcuts", "Shift+Tab to accept edits", "workspace (/directory)"},
 		Hosts:  []string{"generativelanguage.googleapis.com"},
 	}
 }

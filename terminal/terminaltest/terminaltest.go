@@ -36,6 +36,10 @@ type Box struct {
 	// Break, for Host, breaks every stream to the agent, as a dying exec
 	// would; the client reconnects on its next call.
 	Break func()
+	// AgentDir, for Container, is the host directory the sandbox sees
+	// read-only at docker.AgentDir (where its agent binary lives); what a
+	// test puts there (a CLI and the node that runs it) shows up at once.
+	AgentDir string
 }
 
 // Each runs f against a real sandbox container (docker) and against the
@@ -153,7 +157,7 @@ func Container(t testing.TB) *Box {
 		}
 		rt.Close()
 	})
-	return &Box{SB: sb, Opts: terminal.Options{Scope: key.String()}, WS: "/workspace"}
+	return &Box{SB: sb, Opts: terminal.Options{Scope: key.String()}, WS: "/workspace", AgentDir: filepath.Join(o.DataDir, "agent")}
 }
 
 var (
