@@ -399,7 +399,11 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, progress func(stri
 		return res, err
 	}
 	start := c.seq()
-	if err := c.m.send(ctx, c.t, typeCommands(c.t.pane, text)...); err != nil {
+	input := typeCommands(c.t.pane, text)
+	if c.p.Paste {
+		input = pasteCommands(c.t.pane, text)
+	}
+	if err := c.m.send(ctx, c.t, input...); err != nil {
 		return res, fmt.Errorf("coding agent: type: %w", err)
 	}
 	if err := sleepCtx(ctx, c.p.enterDelay()); err != nil {

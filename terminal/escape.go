@@ -178,6 +178,30 @@ func parseKeys(text string) []string {
 	return words
 }
 
+// pasteBuffer is the tmux buffer used to paste text into a CLI.
+const pasteBuffer = "conch-paste"
+
+// pasteCommands returns the tmux command lines that paste text into target
+// as one bracketed paste (when the program asked for bracketed paste mode,
+// as the TUIs do), so no character of it is taken as a key binding. Line
+// breaks become spaces: a tmux command line cannot hold one, and text with
+// line breaks reaches a coding agent through a file instead.
+func pasteCommands(target, text string) []string {
+	text = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f:
+			return -1
+		}
+		return r
+	}, text)
+	return []string{
+		fmt.Sprintf("set-buffer -b %s -- %s", pasteBuffer, quote(text)),
+		fmt.Sprintf("paste-buffer -p -d -b %s -t %s", pasteBuffer, quote(target)),
+	}
+}
+
 // typeCommands returns the tmux command lines that type text into target
 // literally: printable runs with send-keys -l, line breaks as Enter, other
 // control bytes as hex keys (a tmux command line cannot hold a line break).

@@ -35,6 +35,10 @@ type Profile struct {
 	// Chrome are texts of lines that are decoration (footer, hints); they
 	// are left out of what the model reads.
 	Chrome []string
+	// Paste sends text as one bracketed paste instead of typed keys: for
+	// CLIs that take some typed characters as shortcuts (Gemini CLI opens
+	// its shortcuts panel on "?" and drops the character).
+	Paste bool
 	// EnterDelay is how long to wait between typing text and pressing
 	// Enter (the CLIs swallow an Enter that comes too soon); 0 means 300 ms.
 	EnterDelay time.Duration
@@ -98,6 +102,7 @@ func Gemini() Profile {
 	return Profile{
 		Name:       "gemini",
 		Command:    "gemini",
+		Paste:      true,
 		BaseURLEnv: "GOOGLE_GEMINI_BASE_URL",
 		APIKeyEnv:  "GEMINI_API_KEY",
 		Files: func(s Setup) ([]File, error) {

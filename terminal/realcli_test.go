@@ -28,9 +28,9 @@ import (
 func TestRealGeminiCLI(t *testing.T) {
 	cli := realcli.Gemini(t)
 	llm := fakellm.New(t, fakellm.TLS())
-	// No "?" in the tasks: the CLI takes a typed "?" as its shortcuts key
-	// and drops it from the input.
-	const ask1, ask2 = "Name the capital of France.", "Repeat what I asked you before."
+	// The "?" proves the text is pasted: typed, the CLI takes "?" as its
+	// shortcuts key and drops it from the input.
+	const ask1, ask2 = "What is the capital of France?", "Repeat what I asked you before?"
 	const first, second = "The capital of France is Paris.", "Earlier you asked me about the capital of France."
 	llm.Handle(func(r fakellm.Request) fakellm.Reply {
 		last := r.Messages[len(r.Messages)-1].Text
