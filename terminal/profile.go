@@ -133,7 +133,10 @@ func Gemini() Profile {
 		// "Thinking... (esc to cancel, 3s)" while it works; the input
 		// box ("Type your message") stays on screen meanwhile, and is
 		// gone while a permission box ("Allow execution of [Shell]?",
-		// "● 1. Allow once") waits.
+		// "● 1. Allow once") waits. Text pasted while it still initializes
+		// ("Initializing... Prompts will be queued.", a line that stays in
+		// the transcript) may arrive before it switches on bracketed paste
+		// and be typed instead, losing a "?".
 		Busy:   []string{"esc to cancel", "Esc to cancel"},
 		Asking: []string{"Allow execution", "Apply this change?", "Do you want to proceed?", "● 1. Yes, allow once", "● 1. Allow once"},
 		Ready:  []string{"Type your message"},
