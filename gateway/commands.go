@@ -18,11 +18,14 @@ type command struct {
 
 var commandRE = regexp.MustCompile(`^/([a-z]+)(?:\s+(.*))?$`)
 
-// parseCommand recognises "/name args". A path such as "/etc/hosts" is
-// not a command.
+// commands are the names handled by the gateway. Anything else that starts
+// with a slash ("/tmp is full", a Matrix emote "/me waves") is a message.
+var commands = map[string]bool{"stop": true, "reset": true, "status": true, "help": true}
+
+// parseCommand recognises "/name args" for a known name.
 func parseCommand(text string) (command, bool) {
 	m := commandRE.FindStringSubmatch(strings.TrimSpace(text))
-	if m == nil {
+	if m == nil || !commands[m[1]] {
 		return command{}, false
 	}
 	return command{name: m[1], args: m[2]}, true
@@ -56,8 +59,6 @@ func (g *Gateway) command(ctx context.Context, in conch.Inbound, cmd command) er
 		}
 	case "status":
 		text = g.status(ctx, in.Key)
-	default:
-		text = fmt.Sprintf("Unknown command /%s. Send /help for the list.", cmd.name)
 	}
 	g.send(ctx, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: text, InReplyTo: in.ExternalID, Thread: in.Thread})
 	return nil

@@ -65,6 +65,38 @@ type Gateway struct {
 	convs map[conch.ConversationKey]*conversation
 	wg    sync.WaitGroup // running workers
 	idle  *sync.Cond     // signalled when a worker ends
+	// cmds remembers the external ids of handled commands: messages are
+	// de-duplicated by the store, commands (never stored) here, so a
+	// redelivered /reset cannot wipe what was said after it.
+	cmds map[string]time.Time
+}
+
+// maxSeenCommands bounds the memory of handled commands.
+const maxSeenCommands = 4096
+
+// seenCommand reports whether the command was handled before, and
+// remembers it.
+func (g *Gateway) seenCommand(in conch.Inbound) bool {
+	if in.ExternalID == "" {
+		return false
+	}
+	id := string(in.Key.Channel) + "\x00" + in.ExternalID
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.cmds[id]; ok {
+		return true
+	}
+	if len(g.cmds) >= maxSeenCommands {
+		oldest, at := "", time.Time{}
+		for k, t := range g.cmds {
+			if oldest == "" || t.Before(at) {
+				oldest, at = k, t
+			}
+		}
+		delete(g.cmds, oldest)
+	}
+	g.cmds[id] = g.opts.Now()
+	return false
 }
 
 var _ conch.Handler = (*Gateway)(nil)
@@ -91,6 +123,7 @@ func New(opts Options) (*Gateway, error) {
 		channels: make(map[conch.ChannelName]conch.Channel),
 		log:      opts.Logger,
 		convs:    make(map[conch.ConversationKey]*conversation),
+		cmds:     make(map[string]time.Time),
 	}
 	g.idle = sync.NewCond(&g.mu)
 	for _, ch := range opts.Channels {
@@ -190,6 +223,10 @@ func (g *Gateway) HandleInbound(ctx context.Context, in conch.Inbound) error {
 		in.ReceivedAt = g.opts.Now()
 	}
 	if cmd, ok := parseCommand(in.Text); ok {
+		if g.seenCommand(in) {
+			g.log.Info("ignored redelivered command", "conversation", in.Key, "external_id", in.ExternalID)
+			return nil
+		}
 		return g.command(ctx, in, cmd)
 	}
 	if strings.TrimSpace(in.Text) == "" {

@@ -289,7 +289,6 @@ func TestCommands(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"/help", "/reset"},
 		{"/status", "Idle."},
-		{"/frobnicate", "Unknown command /frobnicate"},
 	}
 	e := newEnv(t, nil)
 	e.start()
@@ -305,9 +304,11 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-func TestPathIsNotACommand(t *testing.T) {
-	if _, ok := parseCommand("/etc/hosts is broken"); ok {
-		t.Fatal("a path was parsed as a command")
+func TestOnlyKnownCommands(t *testing.T) {
+	for _, text := range []string{"/etc/hosts is broken", "/tmp is full, why?", "/me waves", "/frobnicate"} {
+		if c, ok := parseCommand(text); ok {
+			t.Errorf("%q parsed as command %q; it is a message", text, c.name)
+		}
 	}
 	if c, ok := parseCommand("  /stop  "); !ok || c.name != "stop" {
 		t.Fatalf("got %+v %v, want stop", c, ok)
@@ -509,5 +510,47 @@ func TestStatusDescribesSandbox(t *testing.T) {
 	out := e.waitFor("status", countKind(conch.OutboundNotice, 1))
 	if got := out[0].Text; !strings.Contains(got, "Computer: conch-room, running") {
 		t.Fatalf("status %q lacks the sandbox line", got)
+	}
+}
+
+func TestSlashMessageReachesModel(t *testing.T) {
+	e := newEnv(t, nil)
+	e.model.Push(fake.Text("cleaning up"))
+	e.start()
+	e.send("room", "alice", "/tmp is full")
+	out := e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	if got := texts(out, conch.OutboundReply)[0]; got != "cleaning up" {
+		t.Fatalf("reply %q", got)
+	}
+}
+
+func TestRedeliveredCommandHandledOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	e.model.Push(fake.Text("answer"))
+	e.start()
+	reset := conch.Inbound{Key: conch.ConversationKey{Channel: cli, ID: "room"}, Sender: "alice", Text: "/reset", ExternalID: "$reset"}
+	if err := e.gw.HandleInbound(context.Background(), reset); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("reset notice", countKind(conch.OutboundNotice, 1))
+	hello := conch.Inbound{Key: reset.Key, Sender: "alice", Text: "hello", ExternalID: "$hello"}
+	if err := e.gw.HandleInbound(context.Background(), hello); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	e.idle()
+	// The channel delivers the batch again: nothing must change.
+	for _, in := range []conch.Inbound{reset, hello} {
+		if err := e.gw.HandleInbound(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.idle()
+	if n := len(texts(e.ch.Sent(), conch.OutboundNotice)); n != 1 {
+		t.Fatalf("%d notices, want the one reset notice", n)
+	}
+	hist, err := e.db.History(context.Background(), reset.Key)
+	if err != nil || len(hist) != 2 {
+		t.Fatalf("history %+v (%v): want hello and its answer kept", hist, err)
 	}
 }

@@ -78,7 +78,10 @@ func (p *progress) flushLocked() {
 	if len(p.lines) == 0 {
 		return
 	}
-	ctx := context.Background()
+	// Progress is best effort: a slow channel must not hold up the turn
+	// (this runs on the agent's goroutine) for long.
+	ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
+	defer cancel()
 	p.last = p.g.opts.Now()
 	text := strings.Join(p.lines, "\n")
 	out := conch.Outbound{Key: p.key, Kind: conch.OutboundProgress, Text: text, InReplyTo: p.turn.Inbound.ExternalID, Thread: p.turn.Inbound.Thread}

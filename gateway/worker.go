@@ -10,6 +10,15 @@ import (
 	"conch/agent"
 )
 
+const (
+	// deliveryTimeout bounds delivering an answer and recording its turn.
+	deliveryTimeout = time.Minute
+	// cancelWait is how long /stop and /reset wait for the turn to end.
+	cancelWait = 2 * time.Second
+	// progressTimeout bounds one progress message.
+	progressTimeout = 10 * time.Second
+)
+
 // Causes of a cancelled turn.
 var (
 	errStopped = errors.New("stopped with /stop")
@@ -78,12 +87,15 @@ func (c *conversation) cancelCurrent(ctx context.Context, cause error) bool {
 		return false
 	}
 	r.cancel(cause)
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Wait briefly so the answer to /stop is true in the common case, but
+	// never hold up the channel that delivered the command for long: the
+	// turn ends on its own once its tools see the cancellation.
+	wait, cancel := context.WithTimeout(ctx, cancelWait)
 	defer cancel()
 	select {
 	case <-r.done:
 	case <-wait.Done():
-		c.g.log.Warn("cancelled turn did not end in time", "conversation", c.key, "turn", r.turn.ID)
+		c.g.log.Info("cancelled turn still winding down", "conversation", c.key, "turn", r.turn.ID)
 	}
 	return true
 }
@@ -153,12 +165,15 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 			c.cur.answered = true
 		}
 		g.mu.Unlock()
-		g.send(ctx, c.reply(t, conch.OutboundReply, res.Text))
+		// A /stop or shutdown from here on must not lose the answer.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
+		defer cancel()
+		g.send(dctx, c.reply(t, conch.OutboundReply, res.Text))
 		status, reason := conch.TurnDone, ""
 		if res.Stopped != agent.StopNone {
 			status, reason = conch.TurnStopped, string(res.Stopped)
 		}
-		if err := g.opts.Store.FinishTurn(ctx, t.ID, status, reason); err != nil {
+		if err := g.opts.Store.FinishTurn(dctx, t.ID, status, reason); err != nil {
 			log.Error("finish turn", "err", err)
 		}
 	case errors.Is(cause, errStopped):
