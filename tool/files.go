@@ -353,7 +353,10 @@ func audit(ctx context.Context, a conch.AuditStore, at time.Time, kind string, k
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	if err := a.Audit(ctx, conch.AuditEvent{At: at, Kind: kind, Conversation: key, Detail: b}); err != nil {
+	// What ran must be recorded even when the turn was cancelled meanwhile.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := a.Audit(actx, conch.AuditEvent{At: at, Kind: kind, Conversation: key, Detail: b}); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
