@@ -307,6 +307,15 @@ func (c *Coder) home(ctx context.Context) (string, error) {
 	return home, nil
 }
 
+// redact hides the API key in text the model will read (a CLI may print
+// its configuration or an error that quotes the key).
+func (c *Coder) redact(text string) string {
+	if len(c.o.APIKey) < 8 {
+		return text
+	}
+	return strings.ReplaceAll(text, c.o.APIKey, "[redacted]")
+}
+
 // startCLI writes the profile's files and starts the CLI in the shell,
 // then waits for its input box.
 func (c *Coder) startCLI(ctx context.Context) error {
@@ -336,15 +345,23 @@ func (c *Coder) startCLI(ctx context.Context) error {
 		}
 		env = append(env[:len(env):len(env)], "HTTPS_PROXY="+proxy, "https_proxy="+proxy)
 	}
-	var line strings.Builder
-	line.WriteString("cd " + shellQuote(c.m.o.Workspace) + " && ")
+	// The environment (which holds the API key) goes through a private file
+	// the shell reads and removes: typed, it would stay on the screen,
+	// which the model reads.
+	var envFile strings.Builder
 	for _, e := range env {
 		k, v, ok := strings.Cut(e, "=")
 		if !ok || k == "" {
 			return conch.Errorf(conch.KindInvalid, "coding agent: environment entry %q is not KEY=value", e)
 		}
-		line.WriteString(k + "=" + shellQuote(v) + " ")
+		envFile.WriteString("export " + k + "=" + shellQuote(v) + "\n")
 	}
+	envPath := path.Join(c.m.o.RunDir, "coder-"+c.t.scan.nonce+".env")
+	if err := c.m.sb.WriteFile(ctx, envPath, []byte(envFile.String()), 0o600); err != nil {
+		return fmt.Errorf("coding agent: %w", err)
+	}
+	var line strings.Builder
+	line.WriteString("cd " + shellQuote(c.m.o.Workspace) + " && . " + shellQuote(envPath) + " && rm -f " + shellQuote(envPath) + " && ")
 	line.WriteString(c.p.Command)
 	c.m.mu.Lock()
 	c.cliSeq = c.t.seq
@@ -364,13 +381,13 @@ func (c *Coder) startCLI(ctx context.Context) error {
 	err = c.watch(sctx, func(screen []string, s snap) (bool, time.Time, error) {
 		last = screen
 		if s.doneSeq > c.cliSeq || s.dead {
-			return false, time.Time{}, &AgentError{fmt.Sprintf("the coding agent (%s) exited while starting (status %d); its screen:\n%s", c.p.Name, s.status, strings.Join(tailLines(screen, 15), "\n"))}
+			return false, time.Time{}, &AgentError{fmt.Sprintf("the coding agent (%s) exited while starting (status %d); its screen:\n%s", c.p.Name, s.status, c.redact(strings.Join(tailLines(screen, 15), "\n")))}
 		}
 		return hasAny(screen, c.p.Ready) && !hasAny(screen, c.p.Busy), time.Time{}, nil
 	})
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
-			return &AgentError{fmt.Sprintf("the coding agent (%s) did not show its input box within %s; its screen:\n%s", c.p.Name, c.o.StartTimeout, strings.Join(tailLines(last, 15), "\n"))}
+			return &AgentError{fmt.Sprintf("the coding agent (%s) did not show its input box within %s; its screen:\n%s", c.p.Name, c.o.StartTimeout, c.redact(strings.Join(tailLines(last, 15), "\n")))}
 		}
 		return err
 	}
@@ -461,7 +478,7 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 		asking := hasAny(screen, c.p.Asking)
 		if progress != nil && now.Sub(lastProgress) >= c.o.ProgressEvery {
 			if snippet := c.fresh(screen, reported); snippet != "" {
-				progress(snippet)
+				progress(c.redact(snippet))
 			}
 			reported, lastProgress = screen, now
 		}
@@ -503,7 +520,7 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 	if err != nil {
 		return res, err
 	}
-	res.Text = elide(c.clean(lines), 60, 20, 30)
+	res.Text = c.redact(elide(c.clean(lines), 60, 20, 30))
 	if res.State == TurnCrashed {
 		c.running = false
 		screen := res.Text

@@ -152,3 +152,33 @@ func TestCoderEgressProxy(t *testing.T) {
 		t.Errorf("Egress called %d times, want 1", calls)
 	}
 }
+
+// TestCoderKeyNeverOnScreen: the CLI's API key reaches its environment but
+// never the screen the model reads (it is not typed on the command line).
+func TestCoderKeyNeverOnScreen(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+		t.Cleanup(m.Detach)
+		const key = "sk-test-0123456789abcdef"
+		c := m.Coder(terminal.FakeCLI(terminaltest.FakeCLI(t, b)), terminal.CoderOptions{
+			TurnTimeout: time.Minute, StartTimeout: 30 * time.Second,
+			APIKey: key, Env: []string{"CONCH_TEST_KEY=" + key},
+		})
+		res, err := c.Task(ctx, "say hello", nil)
+		mustTurn(t, "task", res, err, terminal.TurnIdle)
+		// Every pane's whole scrollback, as tmux holds it.
+		capture, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c",
+			"for p in $(tmux -S " + m.Options().Socket + " list-panes -a -F '#{pane_id}'); do tmux -S " + m.Options().Socket + " capture-pane -p -S - -t $p; done"}})
+		if err != nil || capture.ExitCode != 0 || len(capture.Output) == 0 {
+			t.Fatalf("capture panes: %v %d %q", err, capture.ExitCode, capture.Output)
+		}
+		if screen := string(capture.Output) + res.Text; strings.Contains(screen, key) {
+			t.Fatalf("the API key is on the screen:\n%s", screen)
+		}
+		env, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c", "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c CONCH_TEST_KEY=" + key}})
+		if err != nil || strings.TrimSpace(string(env.Output)) == "0" {
+			t.Fatalf("the key did not reach the CLI's environment: %v %q", err, env.Output)
+		}
+	})
+}
