@@ -241,9 +241,21 @@ func newByteQueue() *byteQueue {
 	return q
 }
 
+// maxQueued bounds what one tunnel may buffer on the host while upstream is
+// slower than the sandbox; beyond it the tunnel is ended rather than host
+// memory spent (push must not block: it runs on the sandbox client's
+// delivery of output).
+const maxQueued = 16 << 20
+
 func (q *byteQueue) push(b []byte) {
 	q.mu.Lock()
-	q.buf = append(q.buf, b...)
+	if !q.closed {
+		if len(q.buf)+len(b) > maxQueued {
+			q.closed, q.buf = true, nil
+		} else {
+			q.buf = append(q.buf, b...)
+		}
+	}
 	q.mu.Unlock()
 	q.cond.Broadcast()
 }

@@ -39,6 +39,9 @@ type Options struct {
 	AllowPrivate bool
 	// DialTimeout bounds connecting upstream; 0 means 10 s.
 	DialTimeout time.Duration
+	// RequestTimeout closes a client stream that has not sent its CONNECT
+	// request in time; 0 means 30 s.
+	RequestTimeout time.Duration
 	// IdleTimeout closes a tunnel with no traffic either way; 0 means 5 min.
 	IdleTimeout time.Duration
 	// OnTunnel, if set, is told about every request: allowed or refused.
@@ -69,6 +72,9 @@ type Proxy struct {
 func New(o Options) *Proxy {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 5 * time.Minute
@@ -137,10 +143,8 @@ func (p *Proxy) allowed(host string, port int) (bool, string) {
 
 // Serve accepts connections on ln until ctx ends or ln fails.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-	}()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -166,16 +170,16 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 func (p *Proxy) ServeConn(ctx context.Context, c io.ReadWriteCloser) error {
 	defer c.Close()
 	br := bufio.NewReader(c)
-	if nc, ok := c.(net.Conn); ok {
-		_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	}
+	// A client that never sends its request must not hold the stream: close
+	// it after RequestTimeout (works for any stream, not only a net.Conn).
+	timer := time.AfterFunc(p.o.RequestTimeout, func() { c.Close() })
 	req, err := http.ReadRequest(br)
+	if !timer.Stop() {
+		return fmt.Errorf("egress: no request within %s", p.o.RequestTimeout)
+	}
 	if err != nil {
 		refuse(c, http.StatusBadRequest, "bad request")
 		return fmt.Errorf("egress: read request: %w", err)
-	}
-	if nc, ok := c.(net.Conn); ok {
-		_ = nc.SetReadDeadline(time.Time{})
 	}
 	ev := Event{Target: req.Host}
 	begin := time.Now()
