@@ -331,10 +331,20 @@ func (m *Manager) start(ctx context.Context, t *tty, command string) error {
 	m.mu.Lock()
 	t.cc = cc
 	m.mu.Unlock()
-	if err := m.resolvePane(ctx, t); err != nil {
-		return err
+	err = m.resolvePane(ctx, t)
+	if err == nil {
+		err = m.saveRecord(ctx, t)
 	}
-	return m.saveRecord(ctx, t)
+	if err != nil {
+		// Leave nothing behind: neither the control client nor the session
+		// (a later Open would find the number taken).
+		cc.close()
+		m.killSession(context.WithoutCancel(ctx), t.name)
+		m.mu.Lock()
+		t.cc = nil
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // attach attaches a control client to an existing session.
