@@ -44,6 +44,9 @@ type Options struct {
 	// closed conversation remove it.
 	Runtime conch.Runtime
 	Facts   conch.FactStore
+	// Cursors, if set, remembers handled commands across restarts, so a
+	// channel that redelivers after a crash cannot repeat a /reset.
+	Cursors conch.CursorStore
 	// MaxAttempts is how often a turn is tried in all, counting attempts
 	// interrupted by a crash (default 3).
 	MaxAttempts int
@@ -75,12 +78,22 @@ type Gateway struct {
 const maxSeenCommands = 4096
 
 // seenCommand reports whether the command was handled before, and
-// remembers it.
-func (g *Gateway) seenCommand(in conch.Inbound) bool {
+// remembers it: in memory, and in the store when Cursors is set.
+func (g *Gateway) seenCommand(ctx context.Context, in conch.Inbound) bool {
 	if in.ExternalID == "" {
 		return false
 	}
 	id := string(in.Key.Channel) + "\x00" + in.ExternalID
+	if g.opts.Cursors != nil {
+		name := "command:" + string(in.Key.Channel) + ":" + in.ExternalID
+		if v, err := g.opts.Cursors.Cursor(ctx, name); err != nil {
+			g.log.Warn("read handled commands", "err", err)
+		} else if v != "" {
+			return true
+		} else if err := g.opts.Cursors.SetCursor(ctx, name, g.opts.Now().UTC().Format(time.RFC3339)); err != nil {
+			g.log.Warn("remember handled command", "err", err)
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.cmds[id]; ok {
@@ -223,7 +236,7 @@ func (g *Gateway) HandleInbound(ctx context.Context, in conch.Inbound) error {
 		in.ReceivedAt = g.opts.Now()
 	}
 	if cmd, ok := parseCommand(in.Text); ok {
-		if g.seenCommand(in) {
+		if g.seenCommand(ctx, in) {
 			g.log.Info("ignored redelivered command", "conversation", in.Key, "external_id", in.ExternalID)
 			return nil
 		}

@@ -554,3 +554,27 @@ func TestRedeliveredCommandHandledOnce(t *testing.T) {
 		t.Fatalf("history %+v (%v): want hello and its answer kept", hist, err)
 	}
 }
+
+func TestRedeliveredCommandAfterRestart(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	e := newEnv(t, db)
+	e.gw.opts.Cursors = db
+	e.start()
+	reset := conch.Inbound{Key: conch.ConversationKey{Channel: cli, ID: "room"}, Sender: "alice", Text: "/reset", ExternalID: "$reset"}
+	if err := e.gw.HandleInbound(context.Background(), reset); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("reset notice", countKind(conch.OutboundNotice, 1))
+	e.shutdown()
+
+	e2 := newEnv(t, db)
+	e2.gw.opts.Cursors = db
+	e2.start()
+	if err := e2.gw.HandleInbound(context.Background(), reset); err != nil {
+		t.Fatal(err)
+	}
+	e2.idle()
+	if out := e2.ch.Sent(); len(out) != 0 {
+		t.Fatalf("a /reset redelivered after a restart was handled again: %+v", out)
+	}
+}

@@ -70,7 +70,7 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 	// The channel ends at EOF; the gateway then finishes the queued turns.
 	eof := &eofChannel{Channel: ch, done: make(chan struct{})}
 	opts := gateway.Options{
-		Store: d.db, Agent: ag, Channels: []conch.Channel{eof}, Facts: d.db, Logger: d.log,
+		Store: d.db, Agent: ag, Channels: []conch.Channel{eof}, Facts: d.db, Cursors: d.db, Logger: d.log,
 		MaxAttempts: cfg.Gateway.MaxAttempts,
 		Allow:       map[conch.ChannelName]gateway.Allowlist{conch.ChannelCLI: gateway.NewAllowlist(string(user))},
 	}

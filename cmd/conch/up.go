@@ -56,7 +56,7 @@ func (a *app) up(ctx context.Context) error {
 		log.Warn("no channel is configured; conch serves only its health endpoint. Configure [matrix] (or CONCH_MATRIX_HOMESERVER) to talk to it, or use `conch chat`.")
 	}
 	opts := gateway.Options{
-		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
+		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db, Cursors: d.db,
 		MaxAttempts: cfg.Gateway.MaxAttempts, Logger: log,
 	}
 	if d.runtime != nil {
