@@ -138,6 +138,7 @@ func install(r *result, name, pkg, version, entry string) {
 	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", tmp, "--no-audit", "--no-fund",
 		"--ignore-scripts", "--no-save", "--loglevel=error", pkg+"@"+version)
 	cmd.Dir = tmp
+	cmd.Env = npmEnv(os.Environ())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		r.missing = pkg
@@ -263,4 +264,25 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// npmEnv makes node trust the system's CA bundle too: behind a TLS-
+// intercepting proxy npm's own cafile covers the registry but not every
+// request node makes, and without it installs stall or fail with
+// SELF_SIGNED_CERT_IN_CHAIN.
+func npmEnv(env []string) []string {
+	for _, e := range env {
+		if strings.HasPrefix(e, "NODE_EXTRA_CA_CERTS=") {
+			return env
+		}
+	}
+	for _, bundle := range []string{os.Getenv("SSL_CERT_FILE"), "/etc/ssl/certs/ca-certificates.crt"} {
+		if bundle == "" {
+			continue
+		}
+		if _, err := os.Stat(bundle); err == nil {
+			return append(env, "NODE_EXTRA_CA_CERTS="+bundle)
+		}
+	}
+	return env
 }
