@@ -159,6 +159,13 @@ func start(name string) *result {
 		return &result{err: err}
 	}
 	defer unlock()
+	if pid := lostCwd(dir, name); pid > 0 && answers(ctx, e.Host) {
+		// Left by an older run whose working directory is gone: its
+		// containers cannot start. Replace it.
+		if err := stopPid(ctx, pid); err != nil {
+			return &result{err: fmt.Errorf("replace %s test engine: %w", name, err)}
+		}
+	}
 	if !answers(ctx, e.Host) {
 		if err := launch(ctx, name, dir, sock); err != nil {
 			return &result{err: err}
@@ -213,6 +220,11 @@ events_logger = "file"
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// The engine outlives this test process: it must not keep the test's
+	// working directory (a package directory of a clone that may be
+	// deleted), or Podman's conmon fails every container with "Failed to get
+	// working directory".
+	cmd.Dir = dir
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
@@ -382,4 +394,48 @@ func moduleRoot() (string, error) {
 		return "", errors.New("not inside the conch module")
 	}
 	return filepath.Dir(mod), nil
+}
+
+// pidFile is where the engine launched in dir records its pid.
+func pidFile(dir, name string) string {
+	if name == "docker" {
+		return filepath.Join(dir, "dockerd.pid")
+	}
+	return filepath.Join(dir, "podman.pid")
+}
+
+// lostCwd returns the pid of the running engine if its working directory
+// was deleted under it, else 0.
+func lostCwd(dir, name string) int {
+	b, err := os.ReadFile(pidFile(dir, name))
+	if err != nil {
+		return 0
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 1 {
+		return 0
+	}
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil || !strings.HasSuffix(cwd, " (deleted)") {
+		return 0
+	}
+	return pid
+}
+
+// stopPid ends a process with SIGTERM and waits for it to go.
+func stopPid(ctx context.Context, pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for syscall.Kill(pid, 0) == nil {
+		select {
+		case <-ctx.Done():
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return fmt.Errorf("process %d did not stop: %w", pid, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
 }
