@@ -430,6 +430,16 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, progress func(stri
 	if r := []rune(probe); len(r) > 24 {
 		probe = string(r[:24])
 	}
+	// The text must be on the screen before its disappearance can mean the
+	// CLI took it: under load the screen may not show it yet.
+	vctx, vcancel := context.WithTimeout(ctx, 2*time.Second)
+	_ = c.watch(vctx, func(screen []string, _ snap) (bool, time.Time, error) {
+		return strings.Contains(strings.Join(tailLines(screen, 6), "\n"), probe), time.Time{}, nil
+	})
+	vcancel()
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
 	taken := false
 	for attempt := 0; attempt < 4 && !taken; attempt++ {
 		if err := c.m.send(ctx, c.t, "send-keys -t "+quote(c.t.pane)+" Enter"); err != nil {
