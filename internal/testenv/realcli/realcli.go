@@ -99,7 +99,7 @@ func install(r *result, name, pkg, version, entry string) {
 	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		r.missing, r.skip = "npm", "npm is not installed (scripts/ci-deps.sh installs nodejs)"
+		r.missing, r.skip = "npm", "npm is not installed (the real-CLI tests need node >= 20 and npm; Debian 12 ships an older node, so install them from nodejs.org or a NodeSource package)"
 		return
 	}
 	root, err := engine.CacheDir()
@@ -161,7 +161,7 @@ func install(r *result, name, pkg, version, entry string) {
 func findNode() (string, error) {
 	p, err := exec.LookPath("node")
 	if err != nil {
-		return "", errors.New("node is not installed (scripts/ci-deps.sh installs nodejs)")
+		return "", errors.New("node is not installed (the real-CLI tests need node >= 20 and npm; Debian 12 ships an older node)")
 	}
 	if p, err = filepath.EvalSymlinks(p); err != nil {
 		return "", fmt.Errorf("node: %w", err)
