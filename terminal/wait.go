@@ -181,6 +181,7 @@ type paneInfo struct {
 	hist, height int
 	dead         bool
 	deadStatus   int
+	statusKnown  bool // deadStatus was reported
 	current      string
 }
 
@@ -204,10 +205,18 @@ func parsePaneInfo(lines []string) (paneInfo, error) {
 	}
 	p.dead = f[2] == "1"
 	p.deadStatus, _ = strconv.Atoi(f[3])
+	p.statusKnown = f[3] != "-"
 	if len(f) == 5 {
 		p.current = f[4]
 	}
 	return p, nil
+}
+
+// exitPending reports whether t's program ended but its status is not known yet.
+func (m *Manager) exitPending(t *tty, info paneInfo) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return (t.dead || info.dead) && !t.exited && !(info.dead && info.statusKnown)
 }
 
 // observe captures what is new on t since its last observation and makes
@@ -234,6 +243,14 @@ func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
 func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []string, error) {
 	obs := Observation{TTY: t.n}
 	lines, info, startAbs, err := m.capture(ctx, t)
+	// A pane known to be dead (tmux renamed its window) whose exit status
+	// has not arrived yet (neither the shell's exit marker nor tmux's
+	// pane_dead_status): look again briefly rather than report exit 0.
+	for tries := 0; err == nil && tries < 40 && m.exitPending(t, info); tries++ {
+		if err = sleepCtx(ctx, 25*time.Millisecond); err == nil {
+			lines, info, startAbs, err = m.capture(ctx, t)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, errSessionGone) {
 			obs.State = StateGone
