@@ -25,6 +25,9 @@ type Store interface {
 	UnfinishedTurns(ctx context.Context) ([]conch.Turn, error)
 	History(ctx context.Context, key conch.ConversationKey) ([]conch.Message, error)
 	ResetConversation(ctx context.Context, key conch.ConversationKey) error
+	// Cursor and SetCursor remember handled commands (see seenCommand).
+	Cursor(ctx context.Context, name string) (string, error)
+	SetCursor(ctx context.Context, name, value string) error
 }
 
 // Runner runs one turn of the agent loop. *agent.Agent satisfies it.
@@ -44,9 +47,6 @@ type Options struct {
 	// closed conversation remove it.
 	Runtime conch.Runtime
 	Facts   conch.FactStore
-	// Cursors, if set, remembers handled commands across restarts, so a
-	// channel that redelivers after a crash cannot repeat a /reset.
-	Cursors conch.CursorStore
 	// MaxAttempts is how often a turn is tried in all, counting attempts
 	// interrupted by a crash (default 3).
 	MaxAttempts int
@@ -68,47 +68,28 @@ type Gateway struct {
 	convs map[conch.ConversationKey]*conversation
 	wg    sync.WaitGroup // running workers
 	idle  *sync.Cond     // signalled when a worker ends
-	// cmds remembers the external ids of handled commands: messages are
-	// de-duplicated by the store, commands (never stored) here, so a
-	// redelivered /reset cannot wipe what was said after it.
-	cmds map[string]time.Time
 }
 
-// maxSeenCommands bounds the memory of handled commands.
-const maxSeenCommands = 4096
-
 // seenCommand reports whether the command was handled before, and
-// remembers it: in memory, and in the store when Cursors is set.
+// remembers it. Messages are de-duplicated by the store with their turns;
+// commands are never stored as messages, so their external ids are kept as
+// cursors: a channel that redelivers after a crash cannot repeat a /reset.
 func (g *Gateway) seenCommand(ctx context.Context, in conch.Inbound) bool {
 	if in.ExternalID == "" {
 		return false
 	}
-	id := string(in.Key.Channel) + "\x00" + in.ExternalID
-	if g.opts.Cursors != nil {
-		name := "command:" + string(in.Key.Channel) + ":" + in.ExternalID
-		if v, err := g.opts.Cursors.Cursor(ctx, name); err != nil {
-			g.log.Warn("read handled commands", "err", err)
-		} else if v != "" {
-			return true
-		} else if err := g.opts.Cursors.SetCursor(ctx, name, g.opts.Now().UTC().Format(time.RFC3339)); err != nil {
-			g.log.Warn("remember handled command", "err", err)
-		}
+	name := "command:" + string(in.Key.Channel) + ":" + in.ExternalID
+	v, err := g.opts.Store.Cursor(ctx, name)
+	if err != nil {
+		g.log.Warn("read handled commands", "err", err)
+		return false
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.cmds[id]; ok {
+	if v != "" {
 		return true
 	}
-	if len(g.cmds) >= maxSeenCommands {
-		oldest, at := "", time.Time{}
-		for k, t := range g.cmds {
-			if oldest == "" || t.Before(at) {
-				oldest, at = k, t
-			}
-		}
-		delete(g.cmds, oldest)
+	if err := g.opts.Store.SetCursor(ctx, name, g.opts.Now().UTC().Format(time.RFC3339)); err != nil {
+		g.log.Warn("remember handled command", "err", err)
 	}
-	g.cmds[id] = g.opts.Now()
 	return false
 }
 
@@ -136,7 +117,6 @@ func New(opts Options) (*Gateway, error) {
 		channels: make(map[conch.ChannelName]conch.Channel),
 		log:      opts.Logger,
 		convs:    make(map[conch.ConversationKey]*conversation),
-		cmds:     make(map[string]time.Time),
 	}
 	g.idle = sync.NewCond(&g.mu)
 	for _, ch := range opts.Channels {

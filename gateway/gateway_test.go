@@ -558,7 +558,6 @@ func TestRedeliveredCommandHandledOnce(t *testing.T) {
 func TestRedeliveredCommandAfterRestart(t *testing.T) {
 	db := sqlitetest.MustOpenFile(t)
 	e := newEnv(t, db)
-	e.gw.opts.Cursors = db
 	e.start()
 	reset := conch.Inbound{Key: conch.ConversationKey{Channel: cli, ID: "room"}, Sender: "alice", Text: "/reset", ExternalID: "$reset"}
 	if err := e.gw.HandleInbound(context.Background(), reset); err != nil {
@@ -568,7 +567,6 @@ func TestRedeliveredCommandAfterRestart(t *testing.T) {
 	e.shutdown()
 
 	e2 := newEnv(t, db)
-	e2.gw.opts.Cursors = db
 	e2.start()
 	if err := e2.gw.HandleInbound(context.Background(), reset); err != nil {
 		t.Fatal(err)

@@ -53,10 +53,6 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 	if err := a.startRuntime(ctx, d, func(s string) { fmt.Fprintln(a.stderr, "sandbox image:", s) }); err != nil {
 		return err
 	}
-	ag, err := newAgent(d)
-	if err != nil {
-		return err
-	}
 	user := conch.UserID(cfg.CLI.User)
 	ch := &cli.Channel{
 		In: a.stdin, Out: a.stdout, Err: a.stderr,
@@ -69,15 +65,8 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 	}
 	// The channel ends at EOF; the gateway then finishes the queued turns.
 	eof := &eofChannel{Channel: ch, done: make(chan struct{})}
-	opts := gateway.Options{
-		Store: d.db, Agent: ag, Channels: []conch.Channel{eof}, Facts: d.db, Cursors: d.db, Logger: d.log,
-		MaxAttempts: cfg.Gateway.MaxAttempts,
-		Allow:       map[conch.ChannelName]gateway.Allowlist{conch.ChannelCLI: gateway.NewAllowlist(string(user))},
-	}
-	if d.runtime != nil {
-		opts.Runtime = d.runtime
-	}
-	gw, err := gateway.New(opts)
+	gw, err := newGateway(d, []conch.Channel{eof},
+		map[conch.ChannelName]gateway.Allowlist{conch.ChannelCLI: gateway.NewAllowlist(string(user))})
 	if err != nil {
 		return err
 	}

@@ -44,10 +44,6 @@ func (a *app) up(ctx context.Context) error {
 			return fmt.Errorf("reconcile sandboxes: %w", err)
 		}
 	}
-	ag, err := newAgent(d)
-	if err != nil {
-		return err
-	}
 	channels, allow, err := a.channels(ctx, d)
 	if err != nil {
 		return err
@@ -55,14 +51,7 @@ func (a *app) up(ctx context.Context) error {
 	if len(channels) == 0 {
 		log.Warn("no channel is configured; conch serves only its health endpoint. Configure [matrix] (or CONCH_MATRIX_HOMESERVER) to talk to it, or use `conch chat`.")
 	}
-	opts := gateway.Options{
-		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db, Cursors: d.db,
-		MaxAttempts: cfg.Gateway.MaxAttempts, Logger: log,
-	}
-	if d.runtime != nil {
-		opts.Runtime = d.runtime
-	}
-	gw, err := gateway.New(opts)
+	gw, err := newGateway(d, channels, allow)
 	if err != nil {
 		return err
 	}

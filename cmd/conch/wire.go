@@ -17,6 +17,7 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/config"
+	"conch/gateway"
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
 	"conch/llm/openai"
@@ -240,3 +241,19 @@ func coderOptions(d *deps, p terminal.Profile) terminal.CoderOptions {
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// newGateway builds the agent and the gateway over the given channels.
+func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]gateway.Allowlist) (*gateway.Gateway, error) {
+	ag, err := newAgent(d)
+	if err != nil {
+		return nil, err
+	}
+	opts := gateway.Options{
+		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
+		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log,
+	}
+	if d.runtime != nil {
+		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface
+	}
+	return gateway.New(opts)
+}
