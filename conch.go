@@ -73,9 +73,41 @@ type Inbound struct {
 	ExternalID string
 	// Thread carries what a reply needs to thread correctly (email subject
 	// and references). Opaque to the gateway.
-	Thread     Thread
+	Thread Thread
+	// Attachments are files that came with the message. The gateway saves
+	// them durably with the message and copies them into the conversation's
+	// workspace (/workspace/inbox/) when its turn starts.
+	Attachments []Attachment
+	// Origin says who or what wrote the message; the zero value is a person.
+	Origin     Origin
 	ReceivedAt time.Time
 }
+
+// OriginKind says where an inbound message comes from.
+type OriginKind string
+
+// Origins of inbound messages.
+const (
+	// OriginPerson is a person writing on a channel (the zero value).
+	OriginPerson OriginKind = ""
+	// OriginSchedule is a scheduled wake the conversation asked for.
+	OriginSchedule OriginKind = "schedule"
+	// OriginWatch is a watch that fired (a command exited, output matched, a file changed).
+	OriginWatch OriginKind = "watch"
+	// OriginSystem is conch itself (a notice that must reach the model).
+	OriginSystem OriginKind = "system"
+)
+
+// Origin is who or what wrote an inbound message. Messages that do not come
+// from a person are submitted directly, without admission.
+type Origin struct {
+	Kind OriginKind
+	// Ref names the schedule or watch that fired, if any.
+	Ref string
+}
+
+// IsPerson reports whether a person wrote the message.
+func (o Origin) IsPerson() bool { return o.Kind == OriginPerson }
 
 // Thread is the threading context of a message.
 type Thread struct {
@@ -115,4 +147,7 @@ type Outbound struct {
 	// InReplyTo is the ExternalID of the inbound message being answered, if any.
 	InReplyTo string
 	Thread    Thread
+	// Attachments are files sent with the message, for channels that
+	// implement AttachmentChannel; others get their names in Text.
+	Attachments []Attachment
 }

@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"conch"
+	"conch/egress"
 	"conch/internal/testenv/fakellm"
 	"conch/internal/testenv/realcli"
 	"conch/sandbox/docker"
 	"conch/terminal"
-	"conch/terminal/egress"
 	"conch/terminal/terminaltest"
 )
 

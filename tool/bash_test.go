@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"conch"
-	"conch/sandbox/agent/agenttest"
+	"conch/sandbox/sandboxd/sandboxdtest"
 )
 
 // auditLog records audit events; err, if set, is returned by Audit.
@@ -50,10 +50,10 @@ func (a *auditLog) last(t *testing.T) (conch.AuditEvent, map[string]any) {
 
 var testKey = conch.ConversationKey{Channel: conch.ChannelCLI, ID: "t1"}
 
-func hostEnv(t *testing.T) (conch.ToolEnv, *agenttest.Host) {
+func hostEnv(t *testing.T) (conch.ToolEnv, *sandboxdtest.Host) {
 	t.Helper()
-	h := agenttest.HostSandbox(t, t.TempDir())
-	return conch.ToolEnv{Conversation: testKey, Sandboxes: agenttest.Provider(h)}, h
+	h := sandboxdtest.HostSandbox(t, t.TempDir())
+	return conch.ToolEnv{Conversation: testKey, Sandboxes: sandboxdtest.Provider(h)}, h
 }
 
 func runTool(t *testing.T, tl conch.Tool, env conch.ToolEnv, args any) conch.ToolOutput {

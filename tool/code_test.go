@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"conch"
-	"conch/sandbox/agent/agenttest"
+	"conch/sandbox/sandboxd/sandboxdtest"
 	"conch/terminal"
 	"conch/terminal/terminaltest"
 	"conch/tool"
@@ -15,7 +15,7 @@ import (
 
 func TestCodeTools(t *testing.T) {
 	b := terminaltest.Host(t)
-	pool := terminal.NewPool(agenttest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
+	pool := terminal.NewPool(sandboxdtest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(pool.Close)
 	tools := tool.CodeTools(pool, tool.CodeOptions{
 		Profile:       terminal.FakeCLI(terminaltest.FakeCLI(t, b)),
@@ -27,7 +27,7 @@ func TestCodeTools(t *testing.T) {
 	var progress []string
 	env := conch.ToolEnv{
 		Conversation: conch.ConversationKey{Channel: conch.ChannelCLI, ID: "code"},
-		Sandboxes:    agenttest.Provider(b.SB),
+		Sandboxes:    sandboxdtest.Provider(b.SB),
 		Progress:     func(s string) { mu.Lock(); progress = append(progress, s); mu.Unlock() },
 	}
 	steps := []struct {
@@ -59,12 +59,12 @@ func TestCodeTools(t *testing.T) {
 
 func TestCodeStartFailureIsToldToTheModel(t *testing.T) {
 	b := terminaltest.Host(t)
-	pool := terminal.NewPool(agenttest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
+	pool := terminal.NewPool(sandboxdtest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(pool.Close)
 	p := terminal.Gemini()
 	p.Command = "gemini-not-installed-here"
 	tools := tool.CodeTools(pool, tool.CodeOptions{Profile: p})
-	env := conch.ToolEnv{Conversation: conch.ConversationKey{Channel: conch.ChannelCLI, ID: "nocli"}, Sandboxes: agenttest.Provider(b.SB)}
+	env := conch.ToolEnv{Conversation: conch.ConversationKey{Channel: conch.ChannelCLI, ID: "nocli"}, Sandboxes: sandboxdtest.Provider(b.SB)}
 	out := runTool(t, tools[0], env, `{"task":"anything"}`)
 	if !out.IsError || !strings.Contains(out.Content, "exited while starting (status 127)") {
 		t.Fatalf("missing CLI: got error=%v %q, want a failure telling it exited with 127", out.IsError, out.Content)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"conch"
-	"conch/sandbox/agent/agenttest"
+	"conch/sandbox/sandboxd/sandboxdtest"
 	"conch/terminal"
 	"conch/terminal/terminaltest"
 	"conch/tool"
@@ -27,7 +27,7 @@ func runTool(t *testing.T, tl conch.Tool, env conch.ToolEnv, args string) conch.
 
 func TestTerminalTools(t *testing.T) {
 	terminaltest.Each(t, func(t *testing.T, b *terminaltest.Box) {
-		pool := terminal.NewPool(agenttest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
+		pool := terminal.NewPool(sandboxdtest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(pool.Close)
 		tools := map[string]conch.Tool{}
 		for _, tl := range tool.TerminalTools(pool) {
@@ -37,7 +37,7 @@ func TestTerminalTools(t *testing.T) {
 			}
 			tools[tl.Spec().Name] = tl
 		}
-		env := conch.ToolEnv{Conversation: conch.ConversationKey{Channel: conch.ChannelCLI, ID: "t"}, Sandboxes: agenttest.Provider(b.SB)}
+		env := conch.ToolEnv{Conversation: conch.ConversationKey{Channel: conch.ChannelCLI, ID: "t"}, Sandboxes: sandboxdtest.Provider(b.SB)}
 		steps := []struct {
 			tool, args string
 			fail       bool

@@ -17,8 +17,8 @@ import (
 
 	"conch"
 	"conch/config"
-	"conch/sandbox/agent"
 	"conch/sandbox/docker"
+	"conch/sandbox/sandboxd"
 )
 
 func (a *app) sandboxAgentCmd() *cobra.Command {
@@ -28,7 +28,7 @@ func (a *app) sandboxAgentCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return agent.ServeStdio(cmd.Context())
+			return sandboxd.ServeStdio(cmd.Context())
 		},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/config"
+	"conch/egress"
 	"conch/gateway"
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
@@ -25,7 +26,6 @@ import (
 	"conch/sandbox/docker"
 	"conch/sqlite"
 	"conch/terminal"
-	"conch/terminal/egress"
 	"conch/tool"
 )
 

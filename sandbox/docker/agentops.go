@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"conch"
-	"conch/sandbox/agent"
+	"conch/sandbox/sandboxd"
 )
 
 // oomCounterFiles hold the memory cgroup's oom_kill counter as the
@@ -19,7 +19,7 @@ var oomCounterFiles = []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/m
 // agentOps is the in-sandbox agent's client plus the OOM confirmation the
 // agent cannot always make itself (it reads only the cgroup v2 counter).
 type agentOps struct {
-	*agent.Client
+	*sandboxd.Client
 
 	mu      sync.Mutex
 	oomBase int64 // counter at the last check; -1 unknown

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"conch"
-	"conch/sandbox/agent"
+	"conch/sandbox/sandboxd"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -32,9 +32,9 @@ func (r *Runtime) newOps(id, name string) sandboxOps {
 		return &engineOps{rt: r, id: id, oomBase: -1}
 	}
 	a := &agentOps{oomBase: -1}
-	a.Client = agent.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
+	a.Client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		return r.dialAgent(ctx, id, name)
-	}, agent.ClientOptions{ID: id, ConfirmOOM: a.confirmOOM})
+	}, sandboxd.ClientOptions{ID: id, ConfirmOOM: a.confirmOOM})
 	return a
 }
 

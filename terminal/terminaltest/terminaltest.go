@@ -20,8 +20,8 @@ import (
 	"conch"
 	"conch/internal/testenv"
 	"conch/internal/testenv/engine"
-	"conch/sandbox/agent"
 	"conch/sandbox/docker"
+	"conch/sandbox/sandboxd"
 	"conch/terminal"
 )
 
@@ -70,14 +70,14 @@ func Host(t testing.TB) *Box {
 			t.Fatal(err)
 		}
 	}
-	srv := &agent.Server{
+	srv := &sandboxd.Server{
 		Workspace:    ws,
 		MemoryEvents: "-",
 		Env:          []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + ws, "TERM=dumb", "SHELL=/bin/bash"},
 	}
 	var mu sync.Mutex
 	var servers []io.Closer
-	c := agent.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
+	c := sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		cr, sw, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -95,7 +95,7 @@ func Host(t testing.TB) *Box {
 			_ = srv.Serve(context.Background(), sr, sw)
 		}()
 		return pipeConn{cr, cw}, nil
-	}, agent.ClientOptions{ID: "host-" + filepath.Base(dir)})
+	}, sandboxd.ClientOptions{ID: "host-" + filepath.Base(dir)})
 	opts := terminal.Options{Scope: "test", RunDir: run, Workspace: ws}
 	brk := func() {
 		mu.Lock()

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"conch/sandbox/agent"
+	"conch/sandbox/sandboxd"
 )
 
 func main() {
@@ -16,7 +16,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent")
 		os.Exit(2)
 	}
-	if err := agent.ServeStdio(context.Background()); err != nil {
+	if err := sandboxd.ServeStdio(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
 		os.Exit(1)
 	}

@@ -25,7 +25,7 @@
 // small (DataChunk), so a 100 MiB output from one exec interleaves with, and
 // never stalls, another stream's small request; neither side's reader ever
 // blocks on a slow consumer.
-package agent
+package sandboxd
 
 import (
 	"bufio"

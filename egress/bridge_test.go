@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"conch"
-	"conch/terminal/egress"
+	"conch/egress"
 	"conch/terminal/terminaltest"
 )
 

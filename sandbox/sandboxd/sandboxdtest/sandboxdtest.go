@@ -1,7 +1,7 @@
 // Package agenttest runs the real sandbox agent on the host for tests: a
-// conch.Sandbox backed by agent.Server, rooted at a temp dir, reached over
+// conch.Sandbox backed by sandboxd.Server, rooted at a temp dir, reached over
 // pipes in-process or through a subprocess. Tests only.
-package agenttest
+package sandboxdtest
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 	"testing"
 
 	"conch"
-	"conch/sandbox/agent"
+	"conch/sandbox/sandboxd"
 )
 
 // Host is a sandbox whose agent runs on the host, rooted at Dir:
 // Dir/workspace plays /workspace and Dir/tmp plays /tmp for file operations
 // and working directories. Programs are the host's.
 type Host struct {
-	*agent.Client
+	*sandboxd.Client
 	Dir string
 
 	mu    sync.Mutex
@@ -34,8 +34,8 @@ type Host struct {
 var _ conch.Sandbox = (*Host)(nil)
 
 // NewServer returns the server configuration HostSandbox uses for dir.
-func NewServer(dir string) *agent.Server {
-	return &agent.Server{Root: dir, MemoryEvents: "-"}
+func NewServer(dir string) *sandboxd.Server {
+	return &sandboxd.Server{Root: dir, MemoryEvents: "-"}
 }
 
 // HostSandbox starts an in-process agent rooted at dir (created with
@@ -48,7 +48,7 @@ func HostSandbox(tb testing.TB, dir string) *Host {
 	mustDirs(tb, dir)
 	h := &Host{Dir: dir}
 	srv := NewServer(dir)
-	h.Client = agent.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
+	h.Client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		cr, sw, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -73,7 +73,7 @@ func HostSandbox(tb testing.TB, dir string) *Host {
 			}
 		}()
 		return &pipeConn{r: cr, w: cw}, nil
-	}, agent.ClientOptions{ID: "host-" + filepath.Base(dir)})
+	}, sandboxd.ClientOptions{ID: "host-" + filepath.Base(dir)})
 	tb.Cleanup(func() {
 		h.Client.Close()
 		h.Break()
@@ -130,7 +130,7 @@ func SubprocessSandbox(tb testing.TB, dir string) *Host {
 	tb.Helper()
 	mustDirs(tb, dir)
 	h := &Host{Dir: dir}
-	h.Client = agent.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
+	h.Client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"="+dir)
 		cmd.Stderr = os.Stderr
@@ -151,7 +151,7 @@ func SubprocessSandbox(tb testing.TB, dir string) *Host {
 		h.dials++
 		h.mu.Unlock()
 		return pc, nil
-	}, agent.ClientOptions{ID: "subprocess-" + filepath.Base(dir)})
+	}, sandboxd.ClientOptions{ID: "subprocess-" + filepath.Base(dir)})
 	tb.Cleanup(func() {
 		h.Client.Close()
 		h.Break()

@@ -1,4 +1,4 @@
-package agent_test
+package sandboxd_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"conch"
-	"conch/sandbox/agent/agenttest"
+	"conch/sandbox/sandboxd/sandboxdtest"
 )
 
 // latencies collects per-iteration durations and reports percentiles.
@@ -94,7 +94,7 @@ func BenchmarkPing(b *testing.B) {
 
 // BenchmarkFileRoundTrip writes and reads back 4 KiB.
 func BenchmarkFileRoundTrip(b *testing.B) {
-	h := agenttest.HostSandbox(b, b.TempDir())
+	h := sandboxdtest.HostSandbox(b, b.TempDir())
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("x"), 4096)
 	var lat latencies

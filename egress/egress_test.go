@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"conch/terminal/egress"
+	"conch/egress"
 )
 
 // echoServer answers every connection by echoing it.

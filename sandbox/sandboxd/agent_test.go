@@ -1,4 +1,4 @@
-package agent_test
+package sandboxd_test
 
 import (
 	"bytes"
@@ -18,12 +18,12 @@ import (
 	"time"
 
 	"conch"
-	"conch/sandbox/agent"
-	"conch/sandbox/agent/agenttest"
+	"conch/sandbox/sandboxd"
+	"conch/sandbox/sandboxd/sandboxdtest"
 )
 
 func TestMain(m *testing.M) {
-	agenttest.ServeIfChild()
+	sandboxdtest.ServeIfChild()
 	os.Exit(m.Run())
 }
 
@@ -31,13 +31,13 @@ func TestMain(m *testing.M) {
 // real subprocess speaking over its stdio.
 var transports = []struct {
 	name string
-	new  func(testing.TB, string) *agenttest.Host
+	new  func(testing.TB, string) *sandboxdtest.Host
 }{
-	{"inprocess", agenttest.HostSandbox},
-	{"subprocess", agenttest.SubprocessSandbox},
+	{"inprocess", sandboxdtest.HostSandbox},
+	{"subprocess", sandboxdtest.SubprocessSandbox},
 }
 
-func forEachTransport(t *testing.T, fn func(t *testing.T, h *agenttest.Host)) {
+func forEachTransport(t *testing.T, fn func(t *testing.T, h *sandboxdtest.Host)) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
 			fn(t, tr.new(t, t.TempDir()))
@@ -52,7 +52,7 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestExecRoundTrip(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		if err := os.MkdirAll(h.WorkspacePath("sub"), 0o755); err != nil {
 			t.Fatal(err)
@@ -95,7 +95,7 @@ func TestExecRoundTrip(t *testing.T) {
 }
 
 func TestExecErrors(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		if err := os.WriteFile(h.WorkspacePath("notexec"), []byte("#!/bin/sh\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -140,7 +140,7 @@ func TestExecErrors(t *testing.T) {
 }
 
 func TestExecConcurrent(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		const n = 24
 		var wg sync.WaitGroup
@@ -168,7 +168,7 @@ func TestExecConcurrent(t *testing.T) {
 }
 
 func TestExecOutputOrder(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		script := `for i in $(seq 1 200); do echo out$i; echo err$i >&2; done`
 		var streamed bytes.Buffer
@@ -193,7 +193,7 @@ func TestExecOutputOrder(t *testing.T) {
 }
 
 func TestExecOutputLimit(t *testing.T) {
-	h := agenttest.HostSandbox(t, t.TempDir())
+	h := sandboxdtest.HostSandbox(t, t.TempDir())
 	ctx := ctxT(t)
 	var seen int
 	res, err := h.Exec(ctx, conch.ExecRequest{
@@ -218,8 +218,8 @@ func TestExecOutputLimit(t *testing.T) {
 func TestExecOutputCeiling(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "workspace"), 0o755)
-	srv := agenttest.NewServer(dir)
-	c := agent.NewClient(pipeDial(t, srv), agent.ClientOptions{OutputCeiling: 1 << 20})
+	srv := sandboxdtest.NewServer(dir)
+	c := sandboxd.NewClient(pipeDial(t, srv), sandboxd.ClientOptions{OutputCeiling: 1 << 20})
 	defer c.Close()
 	var seen int64
 	res, err := c.Exec(ctxT(t), conch.ExecRequest{
@@ -249,7 +249,7 @@ func TestExecOutputCeiling(t *testing.T) {
 }
 
 func TestExecStdin(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		t.Run("reader", func(t *testing.T) {
 			res, err := h.Exec(ctx, conch.ExecRequest{Argv: []string{"cat"}, Stdin: strings.NewReader("hello\nworld\n")})
@@ -352,7 +352,7 @@ func waitGone(t *testing.T, pid int) {
 }
 
 func TestExecTimeoutKillsProcessGroup(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		// The child writes its pid to a file and keeps running after the
 		// shell is killed unless the whole group goes.
@@ -389,7 +389,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 }
 
 func TestExecCancel(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx, cancel := context.WithCancel(ctxT(t))
 		started := make(chan struct{})
 		var once sync.Once
@@ -423,7 +423,7 @@ func TestExecCancel(t *testing.T) {
 // A 100 MiB output whose consumer is stuck must not stall another exec on
 // the same stream, and must not pile up in memory.
 func TestLargeOutputNoHeadOfLineBlocking(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		const size = 100 << 20
 		release := make(chan struct{})
@@ -447,8 +447,8 @@ func TestLargeOutputNoHeadOfLineBlocking(t *testing.T) {
 					}
 				},
 			})
-			if err == nil && (len(res.Output) != agent.DefaultOutputLimit || !res.Truncated) {
-				err = fmt.Errorf("big exec: kept %d bytes truncated=%v, want %d truncated", len(res.Output), res.Truncated, agent.DefaultOutputLimit)
+			if err == nil && (len(res.Output) != sandboxd.DefaultOutputLimit || !res.Truncated) {
+				err = fmt.Errorf("big exec: kept %d bytes truncated=%v, want %d truncated", len(res.Output), res.Truncated, sandboxd.DefaultOutputLimit)
 			}
 			bigDone <- err
 		}()
@@ -480,7 +480,7 @@ func TestLargeOutputNoHeadOfLineBlocking(t *testing.T) {
 }
 
 func TestFiles(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		if err := h.WriteFile(ctx, "/workspace/dir/a.txt", []byte("alpha\n"), 0o600); err != nil {
 			t.Fatalf("WriteFile: %v", err)
@@ -583,11 +583,11 @@ func TestFiles(t *testing.T) {
 }
 
 func TestReconnect(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		ctx := ctxT(t)
 		v, err := h.Ping(ctx)
-		if err != nil || v != agent.Version {
-			t.Fatalf("Ping: got %q, %v, want %q", v, err, agent.Version)
+		if err != nil || v != sandboxd.Version {
+			t.Fatalf("Ping: got %q, %v, want %q", v, err, sandboxd.Version)
 		}
 		// An exec in flight when the stream breaks fails clearly.
 		started := make(chan struct{})
@@ -603,7 +603,7 @@ func TestReconnect(t *testing.T) {
 		<-started
 		h.Break()
 		err = <-errc
-		if !errors.Is(err, agent.ErrDisconnected) {
+		if !errors.Is(err, sandboxd.ErrDisconnected) {
 			t.Fatalf("in-flight Exec: got %v, want ErrDisconnected", err)
 		}
 		if conch.KindOf(err) != conch.KindTransient {
@@ -637,9 +637,9 @@ func TestHandshakeGarbage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := agent.NewClient(func(context.Context) (io.ReadWriteCloser, error) {
+			c := sandboxd.NewClient(func(context.Context) (io.ReadWriteCloser, error) {
 				return nopWriteCloser{strings.NewReader(tt.stream)}, nil
-			}, agent.ClientOptions{})
+			}, sandboxd.ClientOptions{})
 			_, err := c.Ping(ctxT(t))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
@@ -652,9 +652,9 @@ func TestHandshakeGarbage(t *testing.T) {
 }
 
 func TestClosedClient(t *testing.T) {
-	h := agenttest.HostSandbox(t, t.TempDir())
+	h := sandboxdtest.HostSandbox(t, t.TempDir())
 	h.Close()
-	if _, err := h.Exec(ctxT(t), conch.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, agent.ErrClosed) {
+	if _, err := h.Exec(ctxT(t), conch.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, sandboxd.ErrClosed) {
 		t.Errorf("got %v, want ErrClosed", err)
 	}
 }
@@ -665,7 +665,7 @@ func (nopWriteCloser) Write(b []byte) (int, error) { return len(b), nil }
 func (nopWriteCloser) Close() error                { return nil }
 
 // pipeDial serves srv over a fresh os.Pipe pair per dial.
-func pipeDial(t *testing.T, srv *agent.Server) agent.DialFunc {
+func pipeDial(t *testing.T, srv *sandboxd.Server) sandboxd.DialFunc {
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	return func(ctx context.Context) (io.ReadWriteCloser, error) {
@@ -696,7 +696,7 @@ func (p rwc) Close() error                { p.w.Close(); return p.r.Close() }
 // ends a short grace after the program, and the child is left running, as
 // with any exec.
 func TestExecBackgroundChildHoldsOutput(t *testing.T) {
-	h := agenttest.HostSandbox(t, t.TempDir())
+	h := sandboxdtest.HostSandbox(t, t.TempDir())
 	res, err := h.Exec(ctxT(t), conch.ExecRequest{Argv: []string{"sh", "-c", "sleep 30 & echo $! > bg.pid; echo done"}})
 	if err != nil {
 		t.Fatal(err)
@@ -716,7 +716,7 @@ func TestExecBackgroundChildHoldsOutput(t *testing.T) {
 }
 
 func TestContract(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, h *agenttest.Host) {
-		agenttest.Contract(t, h)
+	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
+		sandboxdtest.Contract(t, h)
 	})
 }

@@ -1,0 +1,126 @@
+package conch
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is something that happened in a conversation. The gateway's event hub
+// numbers the events of each conversation (Seq) and fans them out to its
+// subscribers: channel progress, the web chat, the dashboard, metrics, hooks.
+type Event struct {
+	Key ConversationKey
+	// Turn is the turn the event belongs to; 0 when it is about none.
+	Turn TurnID
+	// Seq orders one conversation's events: 1, 2, 3, … without gaps, so a
+	// subscriber that saw n resumes after n.
+	Seq  int64
+	At   time.Time
+	Data EventData
+}
+
+// EventData is one of the typed payloads below. Type names it on the wire.
+type EventData interface {
+	Type() string
+}
+
+// MessageEvent is a message of the conversation: a person's (stored) or the
+// final answer.
+type MessageEvent struct {
+	Role        Role         `json:"role"`
+	Text        string       `json:"text"`
+	Sender      UserID       `json:"sender,omitempty"`
+	Origin      OriginKind   `json:"origin,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// NoticeEvent is a short status line: a command's answer, "queued (2)".
+type NoticeEvent struct {
+	Text string `json:"text"`
+}
+
+// TextDelta is model text as it streams.
+type TextDelta struct {
+	Text string `json:"text"`
+}
+
+// ToolStarted says the model called a tool.
+type ToolStarted struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Summary is a short, human-readable description of the call.
+	Summary string `json:"summary"`
+}
+
+// ToolFinished says a tool call ended.
+type ToolFinished struct {
+	CallID   string        `json:"call_id"`
+	Name     string        `json:"name"`
+	Duration time.Duration `json:"duration_ns"`
+	IsError  bool          `json:"is_error"`
+	// ExitCode is the program's exit status for tools that run one.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Summary is the start of the result.
+	Summary string `json:"summary"`
+}
+
+// ToolProgress is output a tool reports while it runs (terminal snippets,
+// the coding agent's screen).
+type ToolProgress struct {
+	Text string `json:"text"`
+}
+
+// RetryEvent says a model call failed and will be retried.
+type RetryEvent struct {
+	Attempt int           `json:"attempt"`
+	Max     int           `json:"max"`
+	Delay   time.Duration `json:"delay_ns"`
+	Reason  string        `json:"reason"`
+}
+
+// TurnState is a turn changing state. Queued is its position while pending.
+type TurnState struct {
+	Status TurnStatus `json:"status"`
+	Queued int        `json:"queued,omitempty"`
+	// Reason says why a turn stopped.
+	Reason string `json:"reason,omitempty"`
+}
+
+// ContextUse is how much of the model's context a request used.
+type ContextUse struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	// Window is the model's context window in tokens; 0 when unknown.
+	Window int `json:"window,omitempty"`
+}
+
+// Type implementations.
+func (MessageEvent) Type() string { return "message" }
+func (NoticeEvent) Type() string  { return "notice" }
+func (TextDelta) Type() string    { return "text_delta" }
+func (ToolStarted) Type() string  { return "tool_started" }
+func (ToolFinished) Type() string { return "tool_finished" }
+func (ToolProgress) Type() string { return "tool_progress" }
+func (RetryEvent) Type() string   { return "retry" }
+func (TurnState) Type() string    { return "turn" }
+func (ContextUse) Type() string   { return "context" }
+
+// MarshalJSON renders an event as {"conversation", "turn", "seq", "at", "type", "data"}.
+func (e Event) MarshalJSON() ([]byte, error) {
+	typ := ""
+	if e.Data != nil {
+		typ = e.Data.Type()
+	}
+	return json.Marshal(struct {
+		Conversation string    `json:"conversation"`
+		Turn         TurnID    `json:"turn,omitempty"`
+		Seq          int64     `json:"seq"`
+		At           time.Time `json:"at"`
+		Type         string    `json:"type"`
+		Data         EventData `json:"data"`
+	}{e.Key.String(), e.Turn, e.Seq, e.At, typ, e.Data})
+}
+
+// EventSink receives the events of a running turn. The gateway gives one to
+// the agent loop; tools reach it through ToolEnv.
+type EventSink func(EventData)
