@@ -1,6 +1,7 @@
 package conch
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 )
@@ -124,3 +125,17 @@ func (e Event) MarshalJSON() ([]byte, error) {
 // EventSink receives the events of a running turn. The gateway gives one to
 // the agent loop; tools reach it through ToolEnv.
 type EventSink func(EventData)
+
+// EventSource lets subscribers follow conversations' events. The gateway's
+// hub implements it.
+type EventSource interface {
+	// Subscribe delivers the events of key (of every conversation when key
+	// is zero) with Seq > after, in order: first the ones still kept, then
+	// live ones. after < 0 means live events only. The channel is closed
+	// when ctx is done, or when the subscriber falls too far behind; then
+	// subscribe again with the last Seq seen. When events after `after` are
+	// no longer kept the error has KindNotFound: reload from the store.
+	Subscribe(ctx context.Context, key ConversationKey, after int64) (<-chan Event, error)
+	// LastSeq is the Seq of the conversation's newest event (0 for none).
+	LastSeq(ctx context.Context, key ConversationKey) (int64, error)
+}
