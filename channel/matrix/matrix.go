@@ -30,8 +30,6 @@ type Channel struct {
 	opts      Options
 	log       *slog.Logger
 	render    *renderer
-	allow     map[id.UserID]bool
-	allowAll  bool
 	syncStore cursorSyncStore
 
 	// Set by Run before ready is closed; read-only afterwards.
@@ -87,7 +85,6 @@ func New(opts Options) (*Channel, error) {
 		opts:        opts,
 		log:         opts.Logger.With("channel", "matrix"),
 		render:      newRenderer(),
-		allow:       make(map[id.UserID]bool),
 		syncStore:   cursorSyncStore{cursors: opts.Cursors},
 		ready:       make(chan struct{}),
 		synced:      make(chan struct{}),
@@ -96,12 +93,6 @@ func New(opts Options) (*Channel, error) {
 		undecrypted: make(map[id.RoomID]*decryptProblem),
 		editTypes:   make(map[id.EventID]event.MessageType),
 		typing:      make(map[id.RoomID]context.CancelFunc),
-	}
-	for _, a := range opts.AllowFrom {
-		if a == "*" {
-			c.allowAll = true
-		}
-		c.allow[id.UserID(a)] = true
 	}
 	return c, nil
 }
