@@ -69,7 +69,7 @@ type Inbound struct {
 	// SenderAliases are further verified identities of the sender that the
 	// allowlist may name instead of Sender (a Telegram @username).
 	SenderAliases []UserID
-	Text       string
+	Text          string
 	// ExternalID is the channel's id for the message (Matrix event id, email
 	// Message-ID, …). The store refuses a second message with the same
 	// (channel, ExternalID), so a redelivery is never handled twice. Empty
