@@ -244,7 +244,7 @@ func (a *Agent) skipCalls(ctx context.Context, turn conch.TurnID, calls []conch.
 func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.ModelRequest, emit conch.EventSink) (conch.ModelResponse, int, error) {
 	for attempt := 1; ; attempt++ {
 		start := a.opts.Now()
-		resp, err := a.opts.Model.Generate(ctx, req)
+		resp, err := a.call(ctx, req, emit)
 		if err == nil {
 			d := a.opts.Now().Sub(start)
 			a.record(ctx, turn, conch.StepModelCall, ModelCallDetail{
@@ -278,6 +278,18 @@ func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.Model
 			return resp, attempt, fmt.Errorf("model call: %w", context.Cause(ctx))
 		}
 	}
+}
+
+// call asks the model once, streaming its text as events when it can.
+func (a *Agent) call(ctx context.Context, req conch.ModelRequest, emit conch.EventSink) (conch.ModelResponse, error) {
+	if sm, ok := a.opts.Model.(conch.StreamingModel); ok {
+		return sm.GenerateStream(ctx, req, func(delta string) {
+			if delta != "" {
+				emit(conch.TextDelta{Text: delta})
+			}
+		})
+	}
+	return a.opts.Model.Generate(ctx, req)
 }
 
 // runTool runs one call. Unknown tools and bad arguments are failures the
