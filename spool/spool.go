@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"conch"
 )
@@ -87,6 +88,9 @@ func (s *Spool) Put(ctx context.Context, key conch.ConversationKey, a conch.Atta
 	}
 	if err == nil {
 		err = syncDir(dir)
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		return "", 0, &conch.Error{Kind: conch.KindUnavailable, User: "disk full at " + s.dir, Err: err}
 	}
 	if err != nil {
 		return "", 0, fmt.Errorf("spool %q: %w", a.Name, err)

@@ -167,6 +167,7 @@ func (d *DB) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
 	res, err := d.ws.appendMessage.ExecContext(ctx, m.Role, m.Text, calls, result, millis(d.now()), id)
+	err = d.diskFull(err)
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}

@@ -112,8 +112,8 @@ func (a *app) doctorMatrix(ctx context.Context, cfg *config.Config, check func(s
 }
 
 func checkDataDir(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("%w (set CONCH_DATA_DIR to a writable directory)", err)
+	if err := prepareDataDir(dir, false); err != nil {
+		return err
 	}
 	probe := filepath.Join(dir, ".doctor")
 	if err := os.WriteFile(probe, []byte("ok"), 0o600); err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 func (a *app) upCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the gateway with every configured channel",
 		Args:  cobra.NoArgs,
@@ -19,6 +19,8 @@ func (a *app) upCmd() *cobra.Command {
 			return a.up(cmd.Context())
 		},
 	}
+	cmd.Flags().BoolVar(&a.newStore, "new-store", false, "start with an empty store even though the data dir was used before")
+	return cmd
 }
 
 func (a *app) up(ctx context.Context) error {
@@ -26,6 +28,11 @@ func (a *app) up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	d, err := a.build(ctx, cfg, a.stderr)
 	if err != nil {
 		return err

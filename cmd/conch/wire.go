@@ -70,15 +70,15 @@ func (d *deps) Close() {
 
 // build opens the store and the audit trail. logTo receives logs.
 func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*deps, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir %s: %w (set CONCH_DATA_DIR to a writable directory)", cfg.DataDir, err)
+	if err := prepareDataDir(cfg.DataDir, a.newStore); err != nil {
+		return nil, err
 	}
 	log, err := obs.NewLogger(logTo, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return nil, err
 	}
 	d := &deps{cfg: cfg, log: log}
-	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
