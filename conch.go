@@ -154,4 +154,9 @@ type Outbound struct {
 	// Attachments are files sent with the message, for channels that
 	// implement AttachmentChannel; others get their names in Text.
 	Attachments []Attachment
+	// ID is a stable id of this message, the same when it is sent again
+	// after a restart (a turn's answer re-delivered on resume). Channels
+	// whose service deduplicates by an id (a Matrix transaction id) use it,
+	// so a resend is idempotent; empty means the message has none.
+	ID string
 }

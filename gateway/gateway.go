@@ -6,6 +6,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,6 +78,10 @@ type Gateway struct {
 	channels map[conch.ChannelName]conch.Channel
 	log      *slog.Logger
 	hub      *Hub
+
+	// salt makes outbound ids unique to this store (turn ids restart
+	// with a new store; a homeserver remembers transaction ids).
+	salt string
 
 	mu    sync.Mutex
 	ctx   context.Context // lifetime of Run; nil before Run
@@ -171,6 +177,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.ctx = ctx
 	g.mu.Unlock()
 
+	if err := g.loadSalt(ctx); err != nil {
+		return err
+	}
 	if err := g.resume(ctx); err != nil {
 		if ctx.Err() != nil {
 			g.wg.Wait()
@@ -320,4 +329,32 @@ func joinText(text, note string) string {
 		return note
 	}
 	return text + "\n\n" + note
+}
+
+// outboundSaltCursor names the store's outbound id salt.
+const outboundSaltCursor = "gateway:outbound-salt"
+
+// loadSalt reads the store's outbound id salt, creating it on first use.
+func (g *Gateway) loadSalt(ctx context.Context) error {
+	salt, err := g.opts.Store.Cursor(ctx, outboundSaltCursor)
+	if err != nil {
+		return fmt.Errorf("outbound ids: %w", err)
+	}
+	if salt == "" {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("outbound ids: %w", err)
+		}
+		salt = hex.EncodeToString(b[:])
+		if err := g.opts.Store.SetCursor(ctx, outboundSaltCursor, salt); err != nil {
+			return fmt.Errorf("outbound ids: %w", err)
+		}
+	}
+	g.salt = salt
+	return nil
+}
+
+// outboundID is the stable id of a turn's message of a kind.
+func (g *Gateway) outboundID(turn conch.TurnID, kind conch.OutboundKind) string {
+	return fmt.Sprintf("conch.%s.t%d.%s", g.salt, turn, kind)
 }

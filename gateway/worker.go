@@ -239,8 +239,12 @@ func (c *conversation) deliverFiles(ctx context.Context, t conch.Turn, log inter
 	}
 }
 
+// reply is a turn's answer or notice. Its ID is the same each time the turn
+// is delivered, so a re-delivery after a crash is idempotent on channels
+// that deduplicate.
 func (c *conversation) reply(t conch.Turn, kind conch.OutboundKind, text string) conch.Outbound {
-	return conch.Outbound{Key: c.key, Kind: kind, Text: text, InReplyTo: t.Inbound.ExternalID, Thread: t.Inbound.Thread}
+	return conch.Outbound{Key: c.key, Kind: kind, Text: text, InReplyTo: t.Inbound.ExternalID, Thread: t.Inbound.Thread,
+		ID: c.g.outboundID(t.ID, kind)}
 }
 
 // typing shows the typing indicator on channels that have one, until the
