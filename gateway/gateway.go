@@ -178,6 +178,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.mu.Unlock()
 
 	if err := g.loadSalt(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	if err := g.resume(ctx); err != nil {
