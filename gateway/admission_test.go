@@ -105,6 +105,9 @@ func TestEventsOfATurnInOrder(t *testing.T) {
 	var types []string
 	for ev := range sub {
 		s := ev.Data.Type()
+		if n, ok := ev.Data.(conch.NoticeEvent); ok {
+			s += ":" + n.Text
+		}
 		if ts, ok := ev.Data.(conch.TurnState); ok {
 			s += ":" + string(ts.Status)
 		}

@@ -271,6 +271,16 @@ func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 		c = &conversation{g: g, key: t.Key}
 		g.convs[t.Key] = c
 	}
+	// A message stored while resume reads the unfinished turns reaches
+	// here twice (from resume and from its submission): once is enough.
+	if c.cur != nil && c.cur.turn.ID == t.ID {
+		return 0, nil
+	}
+	for i, q := range c.queue {
+		if q.ID == t.ID {
+			return i, nil
+		}
+	}
 	c.queue = append(c.queue, t)
 	if c.busy {
 		// A turn whose answer is already out is only being recorded: the
