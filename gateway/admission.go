@@ -91,7 +91,7 @@ func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, err
 		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: why, InReplyTo: in.ExternalID, Thread: in.Thread})
 	}
 	pos, err := g.enqueue(turn)
-	if err != nil {
+	if err != nil || pos == alreadyQueued {
 		return turn, err
 	}
 	g.hub.Publish(ctx, in.Key, turn.ID, conch.TurnState{Status: conch.TurnPending, Queued: pos})

@@ -258,8 +258,11 @@ func (g *Gateway) resume(ctx context.Context) error {
 	return nil
 }
 
+// alreadyQueued is enqueue's position for a turn that was queued already.
+const alreadyQueued = -1
+
 // enqueue adds a turn to its conversation's queue and returns its position
-// among waiting turns (0 = runs now).
+// among waiting turns (0 = runs now, alreadyQueued = it was there).
 func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -274,11 +277,11 @@ func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 	// A message stored while resume reads the unfinished turns reaches
 	// here twice (from resume and from its submission): once is enough.
 	if c.cur != nil && c.cur.turn.ID == t.ID {
-		return 0, nil
+		return alreadyQueued, nil
 	}
-	for i, q := range c.queue {
+	for _, q := range c.queue {
 		if q.ID == t.ID {
-			return i, nil
+			return alreadyQueued, nil
 		}
 	}
 	c.queue = append(c.queue, t)
