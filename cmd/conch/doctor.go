@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,6 +100,12 @@ func (a *app) doctorMatrix(ctx context.Context, cfg *config.Config, check func(s
 		return // reported by the data dir check
 	}
 	defer db.Close()
+	if !matrix.E2EEAvailable() {
+		// Encrypted rooms are kept waiting, not served: a build to fix.
+		check("matrix encryption", errors.New("this conch was built without -tags goolm, so it cannot read or answer encrypted rooms "+
+			"(their messages are kept until it can); build it with `make build` or `go build -tags goolm ./cmd/conch`"), "")
+		return
+	}
 	rooms, err := matrix.Undecryptable(ctx, db.SQL())
 	if err == nil && len(rooms) > 0 {
 		var parts []string
