@@ -23,6 +23,7 @@ type writeStmts struct {
 type readStmts struct {
 	turnByID, unfinishedTurns, history, steps, conversations *sql.Stmt
 	facts, cursor, auditSince                                *sql.Stmt
+	summaries, conversationTurns, auditAfter                 *sql.Stmt
 }
 
 type stmtSpec struct {
@@ -61,6 +62,9 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.facts, sqlFacts},
 		{&r.cursor, sqlCursor},
 		{&r.auditSince, sqlAuditSince},
+		{&r.summaries, sqlConversationSummaries},
+		{&r.conversationTurns, sqlConversationTurns},
+		{&r.auditAfter, sqlAuditAfter},
 	}
 }
 
