@@ -253,10 +253,7 @@ func (c *checker) stmt(st *syntax.Stmt) {
 	if st.Negated {
 		c.report(operatorErr(int(st.Position.Offset()), "! (negate the exit status)", "!"))
 	}
-	if st.Coprocess {
-		c.report(operatorErr(int(st.Semicolon.Offset()), operatorNames["|&"], "|&"))
-	}
-	if st.Semicolon.IsValid() && !st.Coprocess {
+	if st.Semicolon.IsValid() { // ; or &
 		pos := int(st.Semicolon.Offset())
 		tok := c.line[pos : pos+1]
 		c.report(operatorErr(pos, operatorNames[tok], tok))
