@@ -25,6 +25,7 @@ type readStmts struct {
 	turnByID, unfinishedTurns, history, steps, conversations *sql.Stmt
 	facts, cursor, auditSince                                *sql.Stmt
 	eventsSince, lastEventSeq                                *sql.Stmt
+	summaries, conversationTurns, auditAfter                 *sql.Stmt
 }
 
 type stmtSpec struct {
@@ -66,6 +67,9 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.auditSince, sqlAuditSince},
 		{&r.eventsSince, sqlEventsSince},
 		{&r.lastEventSeq, sqlLastEventSeq},
+		{&r.summaries, sqlConversationSummaries},
+		{&r.conversationTurns, sqlConversationTurns},
+		{&r.auditAfter, sqlAuditAfter},
 	}
 }
 

@@ -1,4 +1,4 @@
--- 0003: where an inbound message came from (a person, a schedule, a watch),
+-- 0004: where an inbound message came from (a person, a schedule, a watch),
 -- the files that came with it, and the event log of every conversation.
 --
 -- attachments is a JSON array of {name, media_type, size, ref, path}: ref is
