@@ -1,4 +1,4 @@
-package terminal_test
+package coder_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"conch/internal/testenv/realcli"
 	"conch/sandbox/docker"
 	"conch/terminal"
+	"conch/terminal/coder"
 	"conch/terminal/terminaltest"
 )
 
@@ -75,9 +76,9 @@ func TestRealGeminiCLI(t *testing.T) {
 
 	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(m.Detach)
-	p := terminal.Gemini()
+	p := coder.Gemini()
 	p.Command = cli.Command(mount)
-	c := m.Coder(p, terminal.CoderOptions{
+	c := coder.For(m, testKey, p, coder.Options{
 		StartTimeout: 2 * time.Minute,
 		TurnTimeout:  2 * time.Minute,
 		Env: []string{
@@ -93,7 +94,7 @@ func TestRealGeminiCLI(t *testing.T) {
 	defer cancel()
 
 	res, err := c.Task(ctx, ask1, nil)
-	mustTurn(t, "first task", res, err, terminal.TurnIdle)
+	mustTurn(t, "first task", res, err, coder.TurnIdle)
 	if !res.Started || !res.Hook {
 		t.Errorf("first task: got started=%v hook=%v, want the CLI started and the turn ended by its AfterAgent hook", res.Started, res.Hook)
 	}
@@ -108,7 +109,7 @@ func TestRealGeminiCLI(t *testing.T) {
 	}
 
 	res, err = c.Task(ctx, ask2, nil)
-	mustTurn(t, "second task", res, err, terminal.TurnIdle)
+	mustTurn(t, "second task", res, err, coder.TurnIdle)
 	if res.Started || !res.Hook {
 		t.Errorf("second task: got started=%v hook=%v, want the same CLI and its hook", res.Started, res.Hook)
 	}
