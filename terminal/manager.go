@@ -510,4 +510,3 @@ func (m *Manager) Detach() {
 		cc.close()
 	}
 }
-

@@ -106,4 +106,3 @@ func (m *Manager) currentCommand(ctx context.Context, cc *control, t *tty) (stri
 	}
 	return strings.TrimSpace(lines[0]), nil
 }
-
