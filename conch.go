@@ -63,9 +63,13 @@ func (u UserKey) String() string { return string(u.Channel) + ":" + string(u.ID)
 type Inbound struct {
 	Key    ConversationKey
 	Sender UserID
-	// SenderName is a display name, if the channel has one.
+	// SenderName is a display name, if the channel has one. It is never
+	// used for admission (anyone can choose any display name).
 	SenderName string
-	Text       string
+	// SenderAliases are further verified identities of the sender that the
+	// allowlist may name instead of Sender (a Telegram @username).
+	SenderAliases []UserID
+	Text          string
 	// ExternalID is the channel's id for the message (Matrix event id, email
 	// Message-ID, …). The store refuses a second message with the same
 	// (channel, ExternalID), so a redelivery is never handled twice. Empty

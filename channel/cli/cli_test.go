@@ -26,6 +26,8 @@ func (r *recorder) HandleInbound(_ context.Context, in conch.Inbound) error {
 
 func (r *recorder) ConversationClosed(context.Context, conch.ConversationKey) error { return nil }
 
+func (r *recorder) Admits(context.Context, conch.ChannelName, ...conch.UserID) bool { return true }
+
 func TestRunReadsLines(t *testing.T) {
 	key := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "local"}
 	var stderr bytes.Buffer

@@ -24,6 +24,7 @@ import (
 	"conch/llm/openai"
 	"conch/obs"
 	"conch/sandbox/docker"
+	"conch/spool"
 	"conch/sqlite"
 	"conch/terminal"
 	"conch/terminal/coder"
@@ -51,6 +52,12 @@ type deps struct {
 	// terminals holds each conversation's tmux terminals; nil without a runtime.
 	terminals *terminal.Pool
 	audit     *obs.Audit
+	// spool keeps received files until their turn copies them into the workspace.
+	spool *spool.Spool
+	// http is conch up's HTTP host; nil for other commands or without gateway.listen.
+	http *httpHost
+	// releasers hold per-conversation state that a reset or close frees.
+	releasers []conch.Releaser
 	closers   []io.Closer
 }
 
@@ -80,6 +87,9 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)
 	d.closers = append(d.closers, auditFile)
 	d.audit = obs.NewAudit(auditFile, d.db, log)
+	if d.spool, err = spool.New(filepath.Join(cfg.DataDir, "spool")); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -251,6 +261,7 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	}
 	opts := gateway.Options{
 		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
+		Events: d.db, Attachments: d.spool, Releasers: d.releasers,
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log,
 	}
 	if d.runtime != nil {
