@@ -216,6 +216,7 @@ func startTerminals(d *deps) {
 	}
 	d.terminals = terminal.NewPool(d.runtime, d.db, terminal.Options{Logger: d.log})
 	d.closers = append(d.closers, closerFunc(func() error { d.terminals.Close(); return nil }))
+	d.releasers = append(d.releasers, d.terminals)
 }
 
 func coderProfile(name string) (coder.Profile, bool) {
@@ -245,6 +246,7 @@ func coderOptions(d *deps, p coder.Profile) coder.Options {
 	}
 	bridges := egress.NewBridges(egress.New(egress.Options{Hosts: hosts, Logger: d.log}), egress.BridgeOptions{})
 	d.closers = append(d.closers, bridges)
+	d.releasers = append(d.releasers, bridges)
 	o.Egress = bridges.ProxyURL
 	return o
 }
