@@ -109,15 +109,16 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 	defer cancel()
 	var reported []string
 	var last string
+	looked := false // what the first look finds is not news
 	err := c.watch(tctx, func(screen []string, s snap) (bool, time.Time, error) {
 		if progress != nil {
 			// Whatever is new goes out; the gateway decides how often the
 			// conversation hears of it.
-			if snippet := c.fresh(screen, reported); snippet != "" && snippet != last {
+			if snippet := c.fresh(screen, reported); looked && snippet != "" && snippet != last {
 				progress(c.redact(snippet))
 				last = snippet
 			}
-			reported = screen
+			reported, looked = screen, true
 		}
 		return c.turnEnded(&res, screen, s, start)
 	})
