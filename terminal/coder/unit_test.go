@@ -30,7 +30,9 @@ type fakeSession struct {
 
 var _ coder.Session = (*fakeSession)(nil)
 
-func newFakeSession() *fakeSession { return &fakeSession{changed: make(chan struct{}), lines: []string{"$"}} }
+func newFakeSession() *fakeSession {
+	return &fakeSession{changed: make(chan struct{}), lines: []string{"$"}}
+}
 
 func (f *fakeSession) Workspace() string       { return "/workspace" }
 func (f *fakeSession) RunDir() string          { return "/tmp/conch" }
