@@ -13,7 +13,7 @@
 // status and working directory, so "done, exit 2" is known as the prompt
 // returns; any other program is done when it has been quiet for
 // Options.Settle. Coding-agent CLIs report their turn end through their own
-// hook (see Profile).
+// hook (see terminal/coder).
 //
 // Everything goes through the conch.Sandbox interface, so the package works
 // over any sandbox with a streaming Exec.

@@ -53,7 +53,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverResult, error) {
 	var out RecoverResult
 	for _, r := range recs {
 		if r.TTY == CodeTTY {
-			continue // the coding agent recovers itself (Coder)
+			continue // the coding agent recovers itself (AgentSession)
 		}
 		if !live[r.Session] {
 			out.Lost = append(out.Lost, r.TTY)
