@@ -27,6 +27,7 @@ import (
 	"conch/spool"
 	"conch/sqlite"
 	"conch/terminal"
+	"conch/terminal/coder"
 	"conch/tool"
 )
 
@@ -213,28 +214,29 @@ func startTerminals(d *deps) {
 	if d.runtime == nil {
 		return
 	}
-	d.terminals = terminal.NewPool(d.runtime, d.db, terminal.Options{})
+	d.terminals = terminal.NewPool(d.runtime, d.db, terminal.Options{Logger: d.log})
 	d.closers = append(d.closers, closerFunc(func() error { d.terminals.Close(); return nil }))
+	d.releasers = append(d.releasers, d.terminals)
 }
 
-func coderProfile(name string) (terminal.Profile, bool) {
+func coderProfile(name string) (coder.Profile, bool) {
 	switch name {
 	case "gemini":
-		return terminal.Gemini(), true
+		return coder.Gemini(), true
 	case "claude":
-		return terminal.Claude(), true
+		return coder.Claude(), true
 	case "codex":
-		return terminal.Codex(), true
+		return coder.Codex(), true
 	}
-	return terminal.Profile{}, false
+	return coder.Profile{}, false
 }
 
 // coderOptions gives the CLI its key and endpoint, and reaches the network
 // only through conch's allowlisting egress proxy: the sandbox stays on
 // network none.
-func coderOptions(d *deps, p terminal.Profile) terminal.CoderOptions {
+func coderOptions(d *deps, p coder.Profile) coder.Options {
 	cc := d.cfg.Coder
-	o := terminal.CoderOptions{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}}
+	o := coder.Options{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}}
 	hosts := append(slices.Clone(p.Hosts), cc.Hosts...)
 	if cc.BaseURL != "" {
 		o.Env = append(o.Env, p.BaseURLEnv+"="+cc.BaseURL)
@@ -244,6 +246,7 @@ func coderOptions(d *deps, p terminal.Profile) terminal.CoderOptions {
 	}
 	bridges := egress.NewBridges(egress.New(egress.Options{Hosts: hosts, Logger: d.log}), egress.BridgeOptions{})
 	d.closers = append(d.closers, bridges)
+	d.releasers = append(d.releasers, bridges)
 	o.Egress = bridges.ProxyURL
 	return o
 }
