@@ -27,6 +27,9 @@ type box struct {
 	running bool
 	volume  string
 	ops     sandboxOps
+	// released is set when the box left Runtime.boxes (Release, Remove):
+	// whoever still holds it takes the conversation's current box instead.
+	released bool
 
 	// Guarded by Runtime.mu.
 	lastUse time.Time
@@ -42,6 +45,58 @@ func (r *Runtime) boxFor(key conch.ConversationKey) *box {
 		r.boxes[key.String()] = b
 	}
 	return b
+}
+
+// lockBox returns the conversation's box with its lock held.
+func (r *Runtime) lockBox(ctx context.Context, key conch.ConversationKey) (*box, error) {
+	return r.relock(ctx, r.boxFor(key))
+}
+
+// relock locks b, or the conversation's current box when b was released
+// while the caller held on to it.
+func (r *Runtime) relock(ctx context.Context, b *box) (*box, error) {
+	for {
+		if err := b.acquireLock(ctx); err != nil {
+			return nil, err
+		}
+		if !b.released {
+			return b, nil
+		}
+		b.unlock()
+		b = r.boxFor(b.key)
+	}
+}
+
+// Release drops what the runtime holds for the conversation: its box and
+// the connection to its sandbox's agent. The container is left as it is (a
+// later Sandbox call or Reconcile picks it up again).
+func (r *Runtime) Release(ctx context.Context, key conch.ConversationKey) error {
+	r.mu.Lock()
+	b := r.boxes[key.String()]
+	r.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	if err := b.acquireLock(ctx); err != nil {
+		return err
+	}
+	defer b.unlock()
+	r.releaseLocked(b)
+	return nil
+}
+
+// releaseLocked closes b's agent connection and forgets b. b.lock is held.
+func (r *Runtime) releaseLocked(b *box) {
+	b.closeOpsLocked()
+	if b.released {
+		return
+	}
+	b.released = true
+	r.mu.Lock()
+	if r.boxes[b.key.String()] == b {
+		delete(r.boxes, b.key.String())
+	}
+	r.mu.Unlock()
 }
 
 func (b *box) acquireLock(ctx context.Context) error {
@@ -71,8 +126,8 @@ func (r *Runtime) Sandbox(ctx context.Context, key conch.ConversationKey) (conch
 	if err := r.checkOpen(); err != nil {
 		return nil, err
 	}
-	b := r.boxFor(key)
-	if err := b.acquireLock(ctx); err != nil {
+	b, err := r.lockBox(ctx, key)
+	if err != nil {
 		return nil, err
 	}
 	defer b.unlock()
@@ -190,8 +245,8 @@ func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 	if key.IsZero() {
 		return conch.Errorf(conch.KindInvalid, "no conversation given")
 	}
-	b := r.boxFor(key)
-	if err := b.acquireLock(ctx); err != nil {
+	b, err := r.lockBox(ctx, key)
+	if err != nil {
 		return err
 	}
 	defer b.unlock()
@@ -220,9 +275,7 @@ func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 		return err
 	}
 	b.id, b.running, b.volume = "", false, ""
-	r.mu.Lock()
-	delete(r.boxes, key.String())
-	r.mu.Unlock()
+	r.releaseLocked(b)
 	r.log.Info("sandbox removed", "conversation", key.String(), "container", b.name)
 	return nil
 }

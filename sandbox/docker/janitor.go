@@ -27,6 +27,10 @@ func (r *Runtime) Sweep(ctx context.Context) error {
 		default:
 			continue // busy: in use, so not idle
 		}
+		if b.released {
+			b.unlock()
+			continue
+		}
 		r.mu.Lock()
 		idle, active := now.Sub(b.lastUse), b.active
 		r.mu.Unlock()

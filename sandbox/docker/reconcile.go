@@ -107,8 +107,8 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 			continue
 		}
 		usedVolumes[vol] = true
-		b := r.boxFor(key)
-		if err := b.acquireLock(ctx); err != nil {
+		b, err := r.lockBox(ctx, key)
+		if err != nil {
 			return err
 		}
 		err = r.adoptLocked(ctx, b, c)

@@ -118,11 +118,40 @@ var _ conch.Runtime = (*Runtime)(nil)
 // New connects to the engine. It does not touch containers: call Reconcile
 // at start, then Sandbox.
 func New(ctx context.Context, o Options) (*Runtime, error) {
+	o, prof, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var agentName string
+	if o.AgentBinary != "" {
+		if agentName, err = installAgent(o.AgentBinary, filepath.Join(o.DataDir, "agent")); err != nil {
+			return nil, fmt.Errorf("sandbox runtime: agent binary: %w", err)
+		}
+	}
+	host, err := DetectHost(o.Host, o.Engine, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	api, info, err := dial(ctx, host, o.Engine)
+	if err != nil {
+		return nil, err
+	}
+	r, err := start(o, prof, agentName, api, info)
+	if err != nil {
+		api.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// withDefaults checks o and fills in its defaults; it returns the hardening
+// to use.
+func (o Options) withDefaults() (Options, Hardening, error) {
 	if o.InstanceID == "" {
-		return nil, errors.New("sandbox runtime: no instance id")
+		return o, Hardening{}, errors.New("sandbox runtime: no instance id")
 	}
 	if o.DataDir == "" {
-		return nil, errors.New("sandbox runtime: no data dir")
+		return o, Hardening{}, errors.New("sandbox runtime: no data dir")
 	}
 	if o.Image == "" {
 		o.Image = DefaultImage
@@ -137,33 +166,23 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		o.Now = time.Now
 	}
 	if o.WarmPool < 0 || o.IdleStop < 0 || o.Retention < 0 {
-		return nil, errors.New("sandbox runtime: negative warm pool, idle stop or retention")
+		return o, Hardening{}, errors.New("sandbox runtime: negative warm pool, idle stop or retention")
 	}
 	prof := DefaultHardening()
 	if o.Profile != nil {
 		prof = *o.Profile
 	}
 	if err := prof.Validate(); err != nil {
-		return nil, fmt.Errorf("sandbox runtime: %w", err)
+		return o, Hardening{}, fmt.Errorf("sandbox runtime: %w", err)
 	}
-	var agentName string
-	if o.AgentBinary != "" {
-		var err error
-		if agentName, err = installAgent(o.AgentBinary, filepath.Join(o.DataDir, "agent")); err != nil {
-			return nil, fmt.Errorf("sandbox runtime: agent binary: %w", err)
-		}
-	}
-	host, err := DetectHost(o.Host, o.Engine, os.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	api, info, err := dial(ctx, host, o.Engine)
-	if err != nil {
-		return nil, err
-	}
+	return o, prof, nil
+}
+
+// start builds the Runtime over a connected engine and starts its janitor.
+// Unit tests call it with a fake engine.
+func start(o Options, prof Hardening, agentName string, api engineAPI, info Info) (*Runtime, error) {
 	reg, err := openRegistry(filepath.Join(o.DataDir, "sandboxes.json"))
 	if err != nil {
-		api.Close()
 		return nil, err
 	}
 	r := &Runtime{
