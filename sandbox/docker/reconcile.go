@@ -11,6 +11,7 @@ import (
 	"conch"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -33,136 +34,158 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	if err := r.checkOpen(); err != nil {
 		return err
 	}
-	var known map[string]bool
-	if r.opts.Known != nil {
-		keys, err := r.opts.Known(ctx)
-		if err != nil {
-			return fmt.Errorf("reconcile sandboxes: known conversations: %w", err)
-		}
-		known = map[string]bool{}
-		for _, k := range keys {
-			known[k.String()] = true
-		}
+	known, err := r.knownSet(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile sandboxes: %w", err)
 	}
 	list, err := r.listInstance(ctx)
 	if err != nil {
 		return r.engineErr("reconcile sandboxes: list", err)
 	}
-	var errs []error
-	usedVolumes := map[string]bool{}
-	var pool []poolEntry
-	reattached, kept, removed := 0, 0, 0
+	rc := &reconciler{r: r, known: known, usedVolumes: map[string]bool{}}
 	for _, s := range list.Items {
-		name := containerName(s.Names)
-		ins, err := r.api.ContainerInspect(ctx, s.ID, client.ContainerInspectOptions{})
-		if cerrdefs.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, r.engineErr("reconcile sandboxes: inspect "+name, err))
-			continue
-		}
-		c := ins.Container
-		if c.Config == nil || c.State == nil {
-			continue
-		}
-		vol := workspaceVolume(c)
-		labels := c.Config.Labels
-
-		// Unassigned pool containers.
-		if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
-			reason, err := r.staleReason(ctx, c)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if reason == "" && c.State.Running && len(pool) < r.opts.WarmPool {
-				pool = append(pool, poolEntry{name: name, id: c.ID})
-				usedVolumes[vol] = true
-				continue
-			}
-			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, conch.ConversationKey{}, "surplus or stale pool container"))
-			removed++
-			continue
-		}
-
-		// The conversation: from the label, or for an assigned pool
-		// container from the registry.
-		convo := labels[LabelConversation]
-		if convo == "" {
-			if e, ok := r.reg.get(name); ok {
-				convo = e.Conversation
-			}
-		}
-		key, perr := conch.ParseConversationKey(convo)
-		if perr != nil || (known != nil && !known[convo]) {
-			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, key, "orphan"))
-			errs = append(errs, r.reg.delete(name))
-			removed++
-			continue
-		}
-		if want := ContainerName(r.opts.InstanceID, key); name != want {
-			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, key, "name does not match its conversation"))
-			removed++
-			continue
-		}
-		usedVolumes[vol] = true
-		b, err := r.lockBox(ctx, key)
-		if err != nil {
+		if err := rc.container(ctx, s.ID, containerName(s.Names)); err != nil {
 			return err
 		}
-		err = r.adoptLocked(ctx, b, c)
-		if err == nil && b.id != "" {
-			r.mu.Lock()
-			b.lastUse = r.opts.Now()
-			if !b.running {
-				if t, perr := time.Parse(time.RFC3339Nano, c.State.FinishedAt); perr == nil && t.Year() > 1 {
-					b.lastUse = t
-				}
-			}
-			r.mu.Unlock()
-			if b.running {
-				reattached++
-			} else {
-				kept++
-			}
-		} else if err == nil {
-			removed++
+	}
+	rc.volumes(ctx)
+	r.mu.Lock()
+	r.pool = rc.pool
+	r.mu.Unlock()
+	r.log.Info("sandboxes reconciled", "reattached", rc.reattached, "stopped", rc.kept, "removed", rc.removed, "pool", len(rc.pool))
+	r.fillPoolAsync()
+	return errors.Join(rc.errs...)
+}
+
+// reconciler is one Reconcile's progress.
+type reconciler struct {
+	r *Runtime
+	// known is the store's conversations; nil treats all as known.
+	known       map[string]bool
+	errs        []error
+	usedVolumes map[string]bool
+	pool        []poolEntry
+
+	reattached, kept, removed int
+}
+
+// container reconciles one container of the instance. Its problems are
+// collected in rc.errs; an error returned ends Reconcile (ctx is done).
+func (rc *reconciler) container(ctx context.Context, id, name string) error {
+	r := rc.r
+	ins, err := r.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		rc.errs = append(rc.errs, r.engineErr("reconcile sandboxes: inspect "+name, err))
+		return nil
+	}
+	c := ins.Container
+	if c.Config == nil || c.State == nil {
+		return nil
+	}
+	vol := workspaceVolume(c)
+	labels := c.Config.Labels
+
+	// Unassigned pool containers.
+	if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
+		reason, err := r.staleReason(ctx, c)
+		if err != nil {
+			rc.errs = append(rc.errs, err)
+			return nil
 		}
-		b.unlock()
-		errs = append(errs, err)
+		if reason == "" && c.State.Running && len(rc.pool) < r.opts.WarmPool {
+			rc.pool = append(rc.pool, poolEntry{name: name, id: c.ID})
+			rc.usedVolumes[vol] = true
+			return nil
+		}
+		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, conch.ConversationKey{}, "surplus or stale pool container"))
+		rc.removed++
+		return nil
 	}
 
-	// Volumes: workspaces of unknown conversations, pool volumes nobody uses.
+	// The conversation: from the label, or for an assigned pool
+	// container from the registry.
+	convo := labels[LabelConversation]
+	if convo == "" {
+		if e, ok := r.reg.get(name); ok {
+			convo = e.Conversation
+		}
+	}
+	key, perr := conch.ParseConversationKey(convo)
+	if perr != nil || (rc.known != nil && !rc.known[convo]) {
+		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, key, "orphan"), r.reg.delete(name))
+		rc.removed++
+		return nil
+	}
+	if want := ContainerName(r.opts.InstanceID, key); name != want {
+		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, key, "name does not match its conversation"))
+		rc.removed++
+		return nil
+	}
+	rc.usedVolumes[vol] = true
+	return rc.adopt(ctx, key, c)
+}
+
+// adopt takes a conversation's container over (or removes it when stale).
+func (rc *reconciler) adopt(ctx context.Context, key conch.ConversationKey, c container.InspectResponse) error {
+	r := rc.r
+	b, err := r.lockBox(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer b.unlock()
+	err = r.adoptLocked(ctx, b, c)
+	switch {
+	case err != nil:
+		rc.errs = append(rc.errs, err)
+	case b.id == "":
+		rc.removed++
+	default:
+		r.mu.Lock()
+		b.lastUse = r.opts.Now()
+		if !b.running {
+			if t, perr := time.Parse(time.RFC3339Nano, c.State.FinishedAt); perr == nil && t.Year() > 1 {
+				b.lastUse = t
+			}
+		}
+		r.mu.Unlock()
+		if b.running {
+			rc.reattached++
+		} else {
+			rc.kept++
+		}
+	}
+	return nil
+}
+
+// volumes removes workspaces of unknown conversations and pool volumes
+// nobody uses.
+func (rc *reconciler) volumes(ctx context.Context) {
+	r := rc.r
 	vols, err := r.api.VolumeList(ctx, client.VolumeListOptions{
 		Filters: make(client.Filters).Add("label", LabelInstance+"="+r.opts.InstanceID)})
 	if err != nil {
-		errs = append(errs, r.engineErr("reconcile sandboxes: list volumes", err))
-	} else {
-		for _, v := range vols.Items {
-			if usedVolumes[v.Name] {
-				continue
-			}
-			convo := v.Labels[LabelConversation]
-			owner := r.reg.containerOfVolume(v.Name)
-			if e, ok := r.reg.get(owner); ok && v.Labels[LabelPool] == "1" {
-				convo = e.Conversation // an assigned pool volume
-			}
-			unknown := convo == "" || (known != nil && !known[convo])
-			if unknown {
-				errs = append(errs, r.removeVolume(ctx, v.Name))
-				if owner != "" {
-					errs = append(errs, r.reg.delete(owner))
-				}
+		rc.errs = append(rc.errs, r.engineErr("reconcile sandboxes: list volumes", err))
+		return
+	}
+	for _, v := range vols.Items {
+		if rc.usedVolumes[v.Name] {
+			continue
+		}
+		convo := v.Labels[LabelConversation]
+		owner := r.reg.containerOfVolume(v.Name)
+		if e, ok := r.reg.get(owner); ok && v.Labels[LabelPool] == "1" {
+			convo = e.Conversation // an assigned pool volume
+		}
+		if convo == "" || (rc.known != nil && !rc.known[convo]) {
+			rc.errs = append(rc.errs, r.removeVolume(ctx, v.Name))
+			if owner != "" {
+				rc.errs = append(rc.errs, r.reg.delete(owner))
 			}
 		}
 	}
-	r.mu.Lock()
-	r.pool = pool
-	r.mu.Unlock()
-	r.log.Info("sandboxes reconciled", "reattached", reattached, "stopped", kept, "removed", removed, "pool", len(pool))
-	r.fillPoolAsync()
-	return errors.Join(errs...)
 }
 
 // brokenContainer finds the id in Podman 4's listing failure for a
