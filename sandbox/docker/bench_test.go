@@ -24,6 +24,14 @@ import (
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// benchCtx bounds one benchmark: hundreds of samples of a slow method take
+// longer than a test's context allows.
+func benchCtx(b *testing.B) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	b.Cleanup(cancel)
+	return ctx
+}
+
 func eachEngineB(b *testing.B, f func(b *testing.B, eng *engine.Engine)) {
 	for _, name := range []string{"docker", "podman"} {
 		b.Run(name, func(b *testing.B) {
@@ -43,7 +51,7 @@ func eachEngineB(b *testing.B, f func(b *testing.B, eng *engine.Engine)) {
 func BenchmarkExecRoundTrip(b *testing.B) {
 	eachEngineB(b, func(b *testing.B, eng *engine.Engine) {
 		rt := newRuntime(b, eng, withAgent(b))
-		ctx := ctxT(b)
+		ctx := benchCtx(b)
 		sbi, err := rt.Sandbox(ctx, key("!bench:example.org"))
 		if err != nil {
 			b.Fatal(err)
@@ -87,7 +95,7 @@ func BenchmarkFirstCommand(b *testing.B) {
 		bin := engine.AgentBinary(b)
 		cold := newRuntime(b, eng, func(o *docker.Options) { o.AgentBinary = bin })
 		warm := newRuntime(b, eng, func(o *docker.Options) { o.AgentBinary = bin; o.WarmPool = 1 })
-		ctx := ctxT(b)
+		ctx := benchCtx(b)
 		n := 0
 		last := map[*testRuntime]conch.ConversationKey{}
 		first := func(rt *testRuntime) func(ctx context.Context) error {
