@@ -1,7 +1,6 @@
 package telegram
 
 import (
-	"bytes"
 	"fmt"
 	"html"
 	"net/url"
@@ -151,12 +150,7 @@ func (w *htmlWriter) block(n ast.Node, depth int, quoted bool) string {
 			for cc := c.FirstChild(); cc != nil; cc = cc.NextSibling() {
 				parts = append(parts, w.block(cc, depth+1, quoted))
 			}
-			sep := "\n"
-			if !n.IsTight {
-				sep = "\n\n"
-			}
 			items = append(items, strings.Repeat("   ", depth)+marker+strings.Join(parts, "\n"))
-			_ = sep
 		}
 		if n.IsTight {
 			return strings.Join(items, "\n")
@@ -565,5 +559,3 @@ func splitPlain(s string, limit int) []string {
 	}
 	return out
 }
-
-var _ = bytes.MinRead
