@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -440,7 +441,7 @@ func (c *Channel) SendAttachments(ctx context.Context, out conch.Outbound) error
 			}
 			defer rc.Close()
 			_, err = c.bot.SendDocument(ctx, &bot.SendDocumentParams{
-				ChatID: chat, Document: &models.InputFileUpload{Filename: name, Data: rc},
+				ChatID: chat, Document: &models.InputFileUpload{Filename: name, Data: &reader{rc}},
 				DisableNotification: out.Kind != conch.OutboundReply, ReplyParameters: c.replyTo(chat, out),
 			})
 			return err
@@ -462,3 +463,10 @@ type errPermanentOpen struct{ err error }
 
 func (e errPermanentOpen) Error() string { return "open: " + e.err.Error() }
 func (e errPermanentOpen) Unwrap() error { return e.err }
+
+// reader hides the concrete type of a file being uploaded: the library
+// calls reflect.Value.IsNil on InputFileUpload.Data, which panics for a
+// struct such as the one io.NopCloser returns.
+type reader struct{ r io.Reader }
+
+func (r *reader) Read(p []byte) (int, error) { return r.r.Read(p) }

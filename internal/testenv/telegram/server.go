@@ -14,6 +14,7 @@
 package telegram
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -576,6 +577,14 @@ func readParams(r *http.Request) (map[string]string, map[string]Upload, error) {
 			}
 		}
 	case "multipart/form-data":
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(body) == 0 {
+			break // a method without parameters, as some clients send it
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		if err := r.ParseMultipartForm(64 << 20); err != nil {
 			return nil, nil, fmt.Errorf("can't parse multipart form: %v", err)
 		}
