@@ -108,7 +108,7 @@ func TestSingleKeepsTheEnd(t *testing.T) {
 func TestValidToken(t *testing.T) {
 	for tok, want := range map[string]bool{
 		"123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11": true,
-		"123456:short":           true,
+		"123456:short":           false,
 		"abc:ABCDEFGHIJKLMN":     false,
 		"123456":                 false,
 		"123456:has space in it": false,
