@@ -390,11 +390,23 @@ func TestProgressEditedAndCollapsed(t *testing.T) {
 	if err := ch.Edit(ctx, ref, "⚙ bash `ls`\n⚙ read_file `a.txt`"); err != nil {
 		t.Fatal(err)
 	}
+	// Edits of one message are at least a second apart (Telegram's limit):
+	// this one lands a second after the message was sent.
 	id, _ := strconv.ParseInt(ref.ID, 10, 64)
-	if m, _ := srv.Message(alice.ID, id); !strings.Contains(m.Text, "read_file a.txt") {
-		t.Fatalf("progress after edit: %q", m.Text)
+	if m, _ := srv.Message(alice.ID, id); strings.Contains(m.Text, "read_file") {
+		t.Fatalf("edited at once, less than a second after the message was sent: %q", m.Text)
+	}
+	waitFor(t, srv, "the paced edit", func() bool {
+		m, _ := srv.Message(alice.ID, id)
+		return strings.Contains(m.Text, "read_file a.txt")
+	})
+	sent := srv.Messages(alice.ID)[0].At
+	edits := srv.Sent(alice.ID)
+	if at := edits[len(edits)-1].At; at.Sub(sent) < 900*time.Millisecond {
+		t.Fatalf("edit %s after the message, want about a second", at.Sub(sent))
 	}
 	// Telegram rate-limits the next edit: no error, the text lands later.
+	time.Sleep(time.Second)
 	srv.Fail("editMessageText", tgfake.TooManyRequests(1))
 	if err := ch.Edit(ctx, ref, "⚙ bash `ls`\n⚙ read_file `a.txt`\n⚙ write_file `b.txt`"); err != nil {
 		t.Fatalf("an edit met by 429 should not fail the turn: %v", err)
@@ -403,6 +415,10 @@ func TestProgressEditedAndCollapsed(t *testing.T) {
 		m, _ := srv.Message(alice.ID, id)
 		return strings.Contains(m.Text, "write_file")
 	})
+	calls := srv.Calls("editMessageText")
+	if n := len(calls); n < 3 || calls[n-1].At.Sub(calls[n-2].At) < time.Second {
+		t.Fatalf("the edit after the 429 came too soon: %d edits", n)
+	}
 	// The turn ends: the progress message becomes a collapsed work log and
 	// the answer is a new, notifying message.
 	if err := ch.SetTyping(ctx, key(alice.ID), false); err != nil {

@@ -462,13 +462,13 @@ func splitHTML(h string, limit int) []string {
 				next, st = c.at+1, c.stack
 			} else {
 				piece = prefix + join(start, i) + closeAll(stack)
-				next, st = i, slices(stack)
+				next, st = i, cloneTags(stack)
 			}
 			out = append(out, piece)
 			prefix = openAll(st)
 			start = next
 			// Replay the tags and text between the cut and i.
-			stack = slices(st)
+			stack = cloneTags(st)
 			count = 0
 			nl, sp = nil, nil
 			i = next - 1
@@ -476,16 +476,16 @@ func splitHTML(h string, limit int) []string {
 		}
 		count += t.units
 		if t.s == "\n" {
-			nl = &cut{at: i, stack: slices(stack), count: count - 1}
+			nl = &cut{at: i, stack: cloneTags(stack), count: count - 1}
 		} else if t.s == " " {
-			sp = &cut{at: i, stack: slices(stack), count: count - 1}
+			sp = &cut{at: i, stack: cloneTags(stack), count: count - 1}
 		}
 	}
 	out = append(out, prefix+join(start, len(toks)))
 	return out
 }
 
-func slices(st []token) []token { return append([]token(nil), st...) }
+func cloneTags(st []token) []token { return append([]token(nil), st...) }
 
 // plainText is what Telegram would show for h, as text without markup;
 // links keep their target in parentheses. It is the fallback when Telegram

@@ -26,6 +26,11 @@ const (
 	maxUploadBytes = 50 << 20
 	// collapseTimeout bounds collapsing a progress message.
 	collapseTimeout = 30 * time.Second
+	// editGap is the least time between two edits of a progress message:
+	// Telegram allows about one message or edit a second in a chat. The
+	// gateway paces progress already; this holds for any pace it picks,
+	// including its final flush and our collapse right after.
+	editGap = time.Second
 )
 
 // progressMsg is the one progress message of a chat's running turn.
@@ -177,7 +182,7 @@ func (c *Channel) SendEditable(ctx context.Context, out conch.Outbound) (conch.M
 		return conch.MessageRef{}, err
 	}
 	if out.Kind == conch.OutboundProgress {
-		p := &progressMsg{chat: chat, id: ids[0], started: c.opts.Now(), text: out.Text}
+		p := &progressMsg{chat: chat, id: ids[0], started: c.opts.Now(), text: out.Text, cooldown: c.opts.Now().Add(editGap)}
 		c.mu.Lock()
 		old := c.progress[chat]
 		c.progress[chat] = p
@@ -233,6 +238,9 @@ func (c *Channel) editProgress(ctx context.Context, p *progressMsg) error {
 	text := p.text
 	p.mu.Unlock()
 	err := c.editOnce(ctx, p.chat, p.id, c.render.single(text, maxMessageLen))
+	p.mu.Lock()
+	p.cooldown = c.opts.Now().Add(editGap)
+	p.mu.Unlock()
 	if d := retryAfter(err); d > 0 {
 		c.noteSend(err)
 		p.mu.Lock()
