@@ -510,3 +510,24 @@ func TestBotRemovedFromGroupClosesConversation(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// refusingHandler refuses messages whose text is "refuse" as invalid.
+type refusingHandler struct{ *handler }
+
+func (h refusingHandler) HandleInbound(ctx context.Context, in conch.Inbound) error {
+	if in.Text == "refuse" {
+		return conch.Errorf(conch.KindInvalid, "attachment over the limit")
+	}
+	return h.handler.HandleInbound(ctx, in)
+}
+
+func TestRefusedMessageIsSkipped(t *testing.T) {
+	srv := tgfake.Start(t)
+	h := newHandler()
+	run(t, newChannel(t, srv, newCursors()), refusingHandler{h})
+	srv.SendText(alice, tgfake.PrivateChat(alice), "refuse")
+	srv.SendText(alice, tgfake.PrivateChat(alice), "next")
+	if got := h.wait(t, 1); got[0].Text != "next" {
+		t.Fatalf("got %+v: a message the gateway refused as invalid must not block the ones after it", got)
+	}
+}

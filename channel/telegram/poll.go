@@ -69,12 +69,19 @@ func (c *Channel) poll(ctx context.Context) error {
 			if u.ID < offset {
 				continue // already handled (a server that ignores offsets)
 			}
-			if err := c.handle(ctx, u); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
+			herr := c.handle(ctx, u)
+			if herr != nil && ctx.Err() != nil {
+				return nil
+			}
+			if herr != nil && conch.KindOf(herr) == conch.KindInvalid {
+				// The gateway refused the message itself (a file over its
+				// limit, say): fetching it again cannot help.
+				c.log.Warn("telegram: message refused by the gateway, skipped", "update", u.ID, "err", herr)
+				herr = nil
+			}
+			if herr != nil {
 				// Not handed over: the offset stays; the update comes again.
-				if !fail(fmt.Errorf("handle update %d: %w", u.ID, err)) {
+				if !fail(fmt.Errorf("handle update %d: %w", u.ID, herr)) {
 					return nil
 				}
 				break

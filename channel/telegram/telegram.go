@@ -123,11 +123,11 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 		return errors.New("telegram run: already running")
 	}
 	c.started = true
-	c.mu.Unlock()
 	c.handler = h
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.lifetime = runCtx
+	c.mu.Unlock()
 
 	me, err := c.getMe(runCtx)
 	if err != nil {
