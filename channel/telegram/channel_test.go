@@ -154,9 +154,9 @@ func TestGroupPolicyDenyAndAll(t *testing.T) {
 			srv.SendText(alice, group, "plain chat")
 			srv.SendText(alice, group, "@conch_test_bot hi")
 			srv.SendText(alice, tgfake.PrivateChat(alice), "private")
-			got := h.wait(t, tc.want+1)
+			h.wait(t, tc.want+1)
 			waitFor(t, srv, "all updates confirmed", func() bool { return srv.Pending() == 0 })
-			if got = h.inbound(); len(got) != tc.want+1 {
+			if got := h.inbound(); len(got) != tc.want+1 {
 				t.Fatalf("policy %s: got %d messages, want %d: %+v", tc.policy, len(got), tc.want+1, got)
 			}
 		})

@@ -144,7 +144,7 @@ func ParseHTML(s string) (string, []Entity, error) {
 		default:
 			r, size := utf8.DecodeRuneInString(s[i:])
 			if r == utf8.RuneError && size == 1 {
-				return "", nil, parseError(fmt.Sprintf("Strings must be encoded in UTF-8"))
+				return "", nil, parseError("Strings must be encoded in UTF-8")
 			}
 			write(s[i : i+size])
 			i += size
