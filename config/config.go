@@ -31,16 +31,17 @@ type Config struct {
 	// Empty means: generated once and kept in the data dir.
 	InstanceID string `toml:"instance_id" env:"INSTANCE_ID"`
 
-	Model    ModelConfig    `toml:"model" envPrefix:"MODEL_"`
-	Agent    AgentConfig    `toml:"agent" envPrefix:"AGENT_"`
-	Gateway  GatewayConfig  `toml:"gateway" envPrefix:"GATEWAY_"`
-	Log      LogConfig      `toml:"log" envPrefix:"LOG_"`
-	Sandbox  SandboxConfig  `toml:"sandbox" envPrefix:"SANDBOX_"`
-	Matrix   MatrixConfig   `toml:"matrix" envPrefix:"MATRIX_"`
+	Model   ModelConfig   `toml:"model" envPrefix:"MODEL_"`
+	Agent   AgentConfig   `toml:"agent" envPrefix:"AGENT_"`
+	Gateway GatewayConfig `toml:"gateway" envPrefix:"GATEWAY_"`
+	Log     LogConfig     `toml:"log" envPrefix:"LOG_"`
+	Sandbox SandboxConfig `toml:"sandbox" envPrefix:"SANDBOX_"`
+	Matrix  MatrixConfig  `toml:"matrix" envPrefix:"MATRIX_"`
+	CLI     CLIConfig     `toml:"cli" envPrefix:"CLI_"`
+	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
+	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
+
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
-	CLI      CLIConfig      `toml:"cli" envPrefix:"CLI_"`
-	Tools    ToolsConfig    `toml:"tools" envPrefix:"TOOLS_"`
-	Coder    CoderConfig    `toml:"coder" envPrefix:"CODER_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
