@@ -531,3 +531,29 @@ func TestRefusedMessageIsSkipped(t *testing.T) {
 		t.Fatalf("got %+v: a message the gateway refused as invalid must not block the ones after it", got)
 	}
 }
+
+func TestForumTopic(t *testing.T) {
+	srv := tgfake.Start(t)
+	h := newHandler()
+	ch := newChannel(t, srv, newCursors())
+	run(t, ch, h)
+	srv.SendTopicText(alice, group, 7, "@conch_test_bot in the topic")
+	in := h.wait(t, 1)[0]
+	ctx := context.Background()
+	if err := ch.SetTyping(ctx, in.Key, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.SendEditable(ctx, conch.Outbound{Key: in.Key, Kind: conch.OutboundProgress, Text: "working", InReplyTo: in.ExternalID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Send(ctx, conch.Outbound{Key: in.Key, Kind: conch.OutboundReply, Text: "answer", InReplyTo: in.ExternalID}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"sendChatAction", "sendMessage"} {
+		for _, c := range srv.Calls(m) {
+			if c.Params["message_thread_id"] != "7" {
+				t.Fatalf("%s outside the topic: %v", m, c.Params)
+			}
+		}
+	}
+}

@@ -79,6 +79,7 @@ func (c *Channel) onMessage(ctx context.Context, m *models.Message) error {
 	if len(notes) > 0 {
 		text += "\n\n" + strings.Join(notes, "\n")
 	}
+	c.noteTopic(chat.ID, externalID(chat.ID, m.ID), m)
 	in := conch.Inbound{
 		Key:         keyOf(chat.ID),
 		Sender:      conch.UserID(strconv.FormatInt(from.ID, 10)),
@@ -305,4 +306,30 @@ func (c *Channel) onMembership(ctx context.Context, u *models.ChatMemberUpdated)
 	if err := c.handler.ConversationClosed(ctx, keyOf(u.Chat.ID)); err != nil {
 		c.log.Error("telegram: conversation closed handler failed", "chat", u.Chat.ID, "err", err)
 	}
+}
+
+// noteTopic remembers the forum topic a message came from.
+func (c *Channel) noteTopic(chat int64, ext string, m *models.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !m.IsTopicMessage || m.MessageThreadID == 0 {
+		delete(c.lastTopic, chat)
+		return
+	}
+	if len(c.topics) >= maxTopics {
+		clear(c.topics)
+	}
+	c.topics[ext] = m.MessageThreadID
+	c.lastTopic[chat] = m.MessageThreadID
+}
+
+// topicFor is the forum topic to send to: the answered message's, else the
+// chat's latest; 0 outside forums.
+func (c *Channel) topicFor(chat int64, inReplyTo string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.topics[inReplyTo]; ok && inReplyTo != "" {
+		return t
+	}
+	return c.lastTopic[chat]
 }

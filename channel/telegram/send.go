@@ -98,9 +98,10 @@ func (c *Channel) sendText(ctx context.Context, chat int64, out conch.Outbound, 
 		parts = []string{escapeText(out.Text)}
 	}
 	silent := out.Kind != conch.OutboundReply || single
+	topic := c.topicFor(chat, out.InReplyTo)
 	var ids []int
 	for i, part := range parts {
-		p := &bot.SendMessageParams{ChatID: chat, Text: part, ParseMode: models.ParseModeHTML, DisableNotification: silent}
+		p := &bot.SendMessageParams{ChatID: chat, MessageThreadID: topic, Text: part, ParseMode: models.ParseModeHTML, DisableNotification: silent}
 		if out.Kind != conch.OutboundReply {
 			p.LinkPreviewOptions = &models.LinkPreviewOptions{IsDisabled: bot.True()}
 		}
@@ -412,7 +413,7 @@ func (c *Channel) SetTyping(ctx context.Context, key conch.ConversationKey, typi
 func (c *Channel) chatAction(ctx context.Context, chat int64, action models.ChatAction) error {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	_, err := c.bot.SendChatAction(cctx, &bot.SendChatActionParams{ChatID: chat, Action: action})
+	_, err := c.bot.SendChatAction(cctx, &bot.SendChatActionParams{ChatID: chat, MessageThreadID: c.topicFor(chat, ""), Action: action})
 	if err = classify("sendChatAction", err); err != nil {
 		return fmt.Errorf("telegram typing in %d: %w", chat, err)
 	}
@@ -449,7 +450,7 @@ func (c *Channel) SendAttachments(ctx context.Context, out conch.Outbound) error
 			}
 			defer rc.Close()
 			_, err = c.bot.SendDocument(ctx, &bot.SendDocumentParams{
-				ChatID: chat, Document: &models.InputFileUpload{Filename: name, Data: &reader{rc}},
+				ChatID: chat, MessageThreadID: c.topicFor(chat, out.InReplyTo), Document: &models.InputFileUpload{Filename: name, Data: &reader{rc}},
 				DisableNotification: out.Kind != conch.OutboundReply, ReplyParameters: c.replyTo(chat, out),
 			})
 			return err

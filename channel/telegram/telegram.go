@@ -46,7 +46,15 @@ type Channel struct {
 	typing   map[int64]context.CancelFunc
 	progress map[int64]*progressMsg
 	health   health
+	// Forum topics: the topic of each message handed over (by external id,
+	// bounded) and of each chat's latest one, so answers, progress and
+	// typing appear in the topic that was asked in.
+	topics    map[string]int
+	lastTopic map[int64]int
 }
+
+// maxTopics bounds the memory of messages' topics.
+const maxTopics = 4096
 
 // health is what Status reports.
 type health struct {
@@ -77,12 +85,14 @@ func New(opts Options) (*Channel, error) {
 		return nil, err
 	}
 	c := &Channel{
-		opts:     opts,
-		log:      opts.Logger.With("channel", "telegram"),
-		render:   newRenderer(),
-		ready:    make(chan struct{}),
-		typing:   make(map[int64]context.CancelFunc),
-		progress: make(map[int64]*progressMsg),
+		opts:      opts,
+		log:       opts.Logger.With("channel", "telegram"),
+		render:    newRenderer(),
+		ready:     make(chan struct{}),
+		typing:    make(map[int64]context.CancelFunc),
+		progress:  make(map[int64]*progressMsg),
+		topics:    make(map[string]int),
+		lastTopic: make(map[int64]int),
 	}
 	b, err := bot.New(opts.Token,
 		bot.WithSkipGetMe(),

@@ -332,6 +332,11 @@ func (s *Server) SendText(from User, chat Chat, text string) Message {
 	return s.inject(Message{From: &from, Chat: chat, Text: text, Entities: detectEntities(text)})
 }
 
+// SendTopicText injects a text message in a forum topic of a supergroup.
+func (s *Server) SendTopicText(from User, chat Chat, topic int64, text string) Message {
+	return s.inject(Message{From: &from, Chat: chat, Text: text, Entities: detectEntities(text), MessageThreadID: topic, IsTopicMessage: true})
+}
+
 // Reply injects a text message replying to another message.
 func (s *Server) Reply(from User, chat Chat, text string, to Message) Message {
 	return s.inject(Message{From: &from, Chat: chat, Text: text, Entities: detectEntities(text), ReplyToMessage: &to})

@@ -56,6 +56,7 @@ type File struct {
 type Message struct {
 	MessageID       int64       `json:"message_id"`
 	MessageThreadID int64       `json:"message_thread_id,omitempty"`
+	IsTopicMessage  bool        `json:"is_topic_message,omitempty"`
 	From            *User       `json:"from,omitempty"`
 	Date            int64       `json:"date"`
 	Chat            Chat        `json:"chat"`
