@@ -41,6 +41,8 @@ type Config struct {
 	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
 	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
 
+	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
+
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
 }
@@ -300,6 +302,7 @@ func (c *Config) Validate() error {
 	}
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
+	ps = append(ps, c.Telegram.validate()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}
