@@ -24,7 +24,7 @@ func TestCheckAddr(t *testing.T) {
 		"::127.0.0.1": "IPv4-compatible", "2002:7f00:1::": "6to4", "2001:0:4136:e378:8000:63bf:3fff:fdd2": "Teredo",
 		"2001:db8::1": "documentation", "2a00:1450::5efe:127.0.0.1": "ISATAP address embedding 127.0.0.1",
 		"2a00:1450::200:5efe:a9fe:a9fe": "ISATAP address embedding 169.254.169.254",
-		"fec0::1": "site-local", "100::1": "discard-only",
+		"fec0::1":                       "site-local", "100::1": "discard-only",
 	}
 	var p Policy
 	for s, why := range refused {
