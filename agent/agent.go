@@ -30,6 +30,9 @@ type Options struct {
 	Facts conch.FactStore
 	// SystemPrompt replaces DefaultSystemPrompt when set.
 	SystemPrompt string
+	// Skills, when set, returns the <available_skills> block of a turn's
+	// system prompt ("" for none); it reports its own failures.
+	Skills func(ctx context.Context, env conch.ToolEnv) string
 	MaxTokens    int
 	// MaxTurns caps model calls per turn (default 25).
 	MaxTurns int
@@ -145,7 +148,7 @@ type Result struct {
 // fatal model error, exhausted retries, a broken tool, cancellation);
 // conch.UserMessage(err) is the text to show.
 func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
-	system, err := a.systemPrompt(ctx, in.Env.User)
+	system, err := a.systemPrompt(ctx, in.Env)
 	if err != nil {
 		return Result{}, err
 	}
