@@ -60,6 +60,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.sandboxCmd(),
 		a.sandboxAgentCmd(),
 		a.configCmd(),
+		a.skillsCmd(),
 	)
 	return root
 }

@@ -83,6 +83,8 @@ type Options struct {
 	BuildProgress func(string)
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// ExtraMounts are host directories mounted into every sandbox (mounts.go).
+	ExtraMounts []BindMount
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -182,6 +184,9 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 			return nil, fmt.Errorf("sandbox runtime: agent binary: %w", err)
 		}
 	}
+	if err := prepareMounts(o.ExtraMounts, o.DataDir, agentName != ""); err != nil {
+		return nil, fmt.Errorf("sandbox runtime: %w", err)
+	}
 	host, err := DetectHost(o.Host, o.Engine, os.Getenv)
 	if err != nil {
 		return nil, err
@@ -199,7 +204,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		opts: o, profile: prof, api: api, info: info, reg: reg,
 		log:       o.Logger.With("component", "sandbox", "engine", info.Engine),
 		boxes:     map[string]*box{},
-		specHash:  hash8(prof.Hash(), strconv.FormatBool(agentName != "")) + prof.Hash()[:4],
+		specHash:  hash8(append([]string{prof.Hash(), strconv.FormatBool(agentName != "")}, mountsKey(o.ExtraMounts)...)...) + prof.Hash()[:4],
 		agentName: agentName,
 	}
 	r.life, r.stop = context.WithCancel(context.Background())
@@ -493,6 +498,7 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	if r.agentName != "" {
 		hc.Binds = append(hc.Binds, filepath.Join(r.opts.DataDir, "agent")+":"+AgentDir+":ro")
 	}
+	hc.Binds = append(hc.Binds, mountBinds(r.opts.ExtraMounts)...)
 	all := map[string]string{LabelImageHash: img.Hash, LabelProfileHash: r.specHash}
 	for k, v := range labels {
 		all[k] = v
