@@ -42,7 +42,6 @@ func Scan(ctx context.Context, d Dir) ([]Skill, error) {
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	var out []Skill
-	seen := map[string]string{} // name → folder
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -55,15 +54,23 @@ func Scan(ctx context.Context, d Dir) ([]Skill, error) {
 		if err != nil || !info.IsDir() {
 			continue
 		}
-		s := scanOne(d, folder)
-		if s.OK() {
+		out = append(out, scanOne(d, folder))
+	}
+	// A folder named like its skill keeps the name (the specification's
+	// rule); among the others, the first folder in name order.
+	seen := map[string]string{} // name → folder
+	for _, pass := range []bool{true, false} {
+		for i := range out {
+			s := &out[i]
+			if !s.OK() || (s.Name == s.Folder) != pass {
+				continue
+			}
 			if other, dup := seen[s.Name]; dup {
 				s.Broken = fmt.Sprintf("duplicate name %q: the folder %q in the same place already uses it", s.Name, other)
-			} else {
-				seen[s.Name] = folder
+				continue
 			}
+			seen[s.Name] = s.Folder
 		}
-		out = append(out, s)
 	}
 	return out, nil
 }

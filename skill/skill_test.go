@@ -150,7 +150,7 @@ func TestDiscoveryPrecedenceAndBroken(t *testing.T) {
 	writeSkill(t, user, "gamma", md("gamma", "user gamma"), map[string]string{"scripts/run.sh": "#!/bin/sh\necho gamma\n"})
 	writeSkill(t, user, "alpha", "no front matter here", nil)       // broken: must not hide the bundled alpha
 	writeSkill(t, user, "delta", md("delta", "first delta"), nil)   // usable
-	writeSkill(t, user, "delta2", md("delta", "second delta"), nil) // duplicate name in one source
+	writeSkill(t, user, "0delta", md("delta", "second delta"), nil) // duplicate name in one source
 	writeSkill(t, user, "empty", "", nil)                           // no SKILL.md
 	writeSkill(t, user, "huge", md("huge", "too big"), map[string]string{"assets/blob": strings.Repeat("x", MaxSkillBytes+1)})
 	writeSkill(t, user, ".hidden", md("hidden", "ignored"), nil)
@@ -188,7 +188,7 @@ func TestDiscoveryPrecedenceAndBroken(t *testing.T) {
 	for _, s := range c.Broken {
 		broken[s.Folder] = s.Broken
 	}
-	for folder, why := range map[string]string{"alpha": "no YAML front matter", "delta2": "duplicate name \"delta\"", "empty": "no SKILL.md", "huge": "over the"} {
+	for folder, why := range map[string]string{"alpha": "no YAML front matter", "0delta": "duplicate name \"delta\"", "empty": "no SKILL.md", "huge": "over the"} {
 		if !strings.Contains(broken[folder], why) {
 			t.Errorf("broken %s: %q, want %q", folder, broken[folder], why)
 		}
