@@ -45,18 +45,6 @@ const (
 	SourceWorkspace Source = "workspace" // /workspace/.agents/skills, when skills.workspace is on
 )
 
-func (s Source) rank() int {
-	switch s {
-	case SourceBundled:
-		return 0
-	case SourceShared:
-		return 1
-	case SourceUser:
-		return 2
-	}
-	return 3
-}
-
 // Skill is one discovered skill.
 type Skill struct {
 	// Name is the skill's identity: its front matter name (or the folder's
