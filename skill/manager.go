@@ -250,6 +250,11 @@ func (m *Manager) Sync(ctx context.Context, c Catalog) error {
 		if _, keep := want[name]; keep && !strings.HasPrefix(name, ".") {
 			continue
 		}
+		if base, ok := strings.CutSuffix(strings.TrimPrefix(name, "."), ".fp"); ok && strings.HasPrefix(name, ".") {
+			if _, keep := want[base]; keep {
+				continue // the fingerprint of a skill that stays
+			}
+		}
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return fmt.Errorf("skills sandbox dir: %w", err)
 		}

@@ -227,8 +227,15 @@ func TestEnableDisableSyncAndPrompt(t *testing.T) {
 		t.Errorf("reference: %v %v, want 0644", info, err)
 	}
 
+	twoBefore, err := os.Stat(filepath.Join(sbdir, "two"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := m.SetEnabled(ctx, "one", false); err != nil {
 		t.Fatal(err)
+	}
+	if twoAfter, err := os.Stat(filepath.Join(sbdir, "two")); err != nil || !os.SameFile(twoBefore, twoAfter) {
+		t.Errorf("an unchanged skill was copied again (%v)", err)
 	}
 	if v, _ := state.Cursor(ctx, "skill:one"); v != "disabled" {
 		t.Errorf("stored state %q, want disabled", v)
