@@ -28,11 +28,11 @@ type Options struct {
 	Recorder Recorder
 	// Facts, when set, is read into the system prompt's <memory> block.
 	Facts conch.FactStore
-	// SystemPrompt replaces DefaultSystemPrompt when set.
-	SystemPrompt string
 	// Skills, when set, returns the <available_skills> block of a turn's
 	// system prompt ("" for none); it reports its own failures.
 	Skills func(ctx context.Context, env conch.ToolEnv) string
+	// SystemPrompt replaces DefaultSystemPrompt when set.
+	SystemPrompt string
 	MaxTokens    int
 	// MaxTurns caps model calls per turn (default 25).
 	MaxTurns int
