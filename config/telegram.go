@@ -12,6 +12,8 @@ import (
 // channel's authors. The token may instead be given as a file
 // (bot_token_file); LoadSecrets reads it.
 type TelegramConfig struct {
+	// DMPolicy is allowlist | pairing | open (see config/pairing.go).
+	DMPolicy     string `toml:"dm_policy" env:"DM_POLICY"`
 	BotToken     string `toml:"bot_token" env:"BOT_TOKEN"`
 	BotTokenFile string `toml:"bot_token_file" env:"BOT_TOKEN_FILE"`
 	// APIURL is the Bot API server: the public one, or a local
@@ -67,7 +69,7 @@ func (t TelegramConfig) validate() []Problem {
 	if !t.Enabled() {
 		return nil
 	}
-	var ps []Problem
+	ps := validDMPolicy("telegram", t.DMPolicy)
 	switch {
 	case t.BotToken != "" && t.BotTokenFile != "":
 		ps = append(ps, Problem{"telegram.bot_token", "both bot_token and bot_token_file are set", "keep one of them"})
@@ -77,7 +79,7 @@ func (t TelegramConfig) validate() []Problem {
 	if u, err := url.Parse(t.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		ps = append(ps, Problem{"telegram.api_url", fmt.Sprintf("%q is not an http(s) URL", t.APIURL), "leave it at https://api.telegram.org, or set the URL of your own Bot API server"})
 	}
-	if len(t.AllowFrom) == 0 {
+	if len(t.AllowFrom) == 0 && (t.DMPolicy == "" || t.DMPolicy == DMAllowlist) {
 		ps = append(ps, Problem{"telegram.allow_from", "empty: every message would be dropped", "list who may use the bot: numeric user ids or @usernames, e.g. CONCH_TELEGRAM_ALLOW_FROM=123456789,@alice (or * for everyone)"})
 	}
 	for _, a := range t.AllowFrom {

@@ -100,7 +100,7 @@ func (a *app) channels(ctx context.Context, d *deps) ([]conch.Channel, map[conch
 		if ch == nil {
 			continue
 		}
-		if al.Empty() {
+		if p := policies(d.cfg)[ch.Name()]; al.Empty() && (p == "" || p == gateway.PolicyAllowlist) {
 			d.log.Warn("channel has an empty allowlist: nobody will be answered", "channel", ch.Name())
 		}
 		chs = append(chs, ch)

@@ -276,11 +276,25 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	}
 	opts := gateway.Options{
 		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
-		Events: d.db, Attachments: d.spool, Releasers: d.releasers,
+		Events: d.db, Attachments: d.spool, Releasers: d.releasers, Policies: policies(d.cfg),
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log,
 	}
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface
 	}
 	return gateway.New(opts)
+}
+
+// policies are the channels' dm_policy settings.
+func policies(cfg *config.Config) map[conch.ChannelName]gateway.Policy {
+	ps := map[conch.ChannelName]gateway.Policy{}
+	for ch, v := range map[conch.ChannelName]string{
+		conch.ChannelMatrix:   cfg.Matrix.DMPolicy,
+		conch.ChannelTelegram: cfg.Telegram.DMPolicy,
+	} {
+		if v != "" {
+			ps[ch] = gateway.Policy(v)
+		}
+	}
+	return ps
 }
