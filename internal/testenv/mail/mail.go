@@ -200,7 +200,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func (s *Server) path(parts ...string) string { return filepath.Join(append([]string{s.Dir}, parts...)...) }
+func (s *Server) path(parts ...string) string {
+	return filepath.Join(append([]string{s.Dir}, parts...)...)
+}
 
 func (s *Server) writeDovecot(imapPort, lmtpPort int) error {
 	for _, d := range []string{"dovecot/run", "dovecot/state", "maildirs"} {
