@@ -10,7 +10,7 @@ import (
 
 // attributionRE matches the line a mail client writes above a quote
 // ("On Mon, 1 Jan 2026 at 10:00, Alice <a@x> wrote:") in common languages.
-var attributionRE = regexp.MustCompile(`(?i)^(on|am|le|el|il|op|em|den|dne|w dniu)\s.*(wrote|schrieb|a écrit|escribió|ha scritto|schreef|escreveu|skrev|napisał)\s*:$`)
+var attributionRE = regexp.MustCompile(`(?i)^(on|am|le|el|il|op|em|den|dne|w dniu)\s.*(wrote|schrieb|a écrit|escribió|ha scritto|schreef|escreveu|skrev|napisał).*:$`)
 
 // outlookRE matches the separators Outlook and webmailers put above the
 // original message when replying on top.
