@@ -233,6 +233,9 @@ mail_uid = %[3]d
 mail_gid = %[4]d
 first_valid_uid = 1
 first_valid_gid = 1
+# Tests log in with wrong passwords on purpose: no penalty delays for loopback.
+login_trusted_networks = 127.0.0.0/8
+auth_failure_delay = 0
 mailbox_idle_check_interval = 1 secs
 passdb {
   driver = passwd-file
