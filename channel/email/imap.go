@@ -24,8 +24,8 @@ const rescanWindow = 48 * time.Hour
 
 // session is one IMAP connection with the mailbox selected.
 type session struct {
-	c       *Channel
-	h       conch.Handler
+	c *Channel
+	h conch.Handler
 	// conn is the TCP connection (under TLS, if any): closing it ends
 	// everything that waits on the server.
 	conn    net.Conn
