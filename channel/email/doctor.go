@@ -11,6 +11,9 @@ import (
 // CheckIMAP logs in, selects the mailbox and says what it found; for
 // `conch doctor`. It changes nothing on the server.
 func CheckIMAP(ctx context.Context, opts Options) (string, error) {
+	if opts.Cursors == nil {
+		opts.Cursors = noCursors{}
+	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return "", err
@@ -47,6 +50,9 @@ func CheckIMAP(ctx context.Context, opts Options) (string, error) {
 
 // CheckSMTP connects, greets and authenticates without sending anything.
 func CheckSMTP(ctx context.Context, opts Options) (string, error) {
+	if opts.Cursors == nil {
+		opts.Cursors = noCursors{}
+	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return "", err
@@ -71,3 +77,9 @@ func tlsWords(m TLSMode) string {
 	}
 	return strings.ToUpper("no TLS")
 }
+
+// noCursors stands in for the store in checks that move no cursor.
+type noCursors struct{}
+
+func (noCursors) Cursor(context.Context, string) (string, error) { return "", nil }
+func (noCursors) SetCursor(context.Context, string, string) error { return nil }

@@ -66,6 +66,9 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.Matrix.Enabled() {
 		a.doctorMatrix(ctx, cfg, check)
 	}
+	if cfg.Email.Enabled() {
+		a.doctorEmail(ctx, cfg, check)
+	}
 
 	switch cfg.Sandbox.Engine {
 	case "none":
