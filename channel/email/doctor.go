@@ -81,5 +81,5 @@ func tlsWords(m TLSMode) string {
 // noCursors stands in for the store in checks that move no cursor.
 type noCursors struct{}
 
-func (noCursors) Cursor(context.Context, string) (string, error) { return "", nil }
+func (noCursors) Cursor(context.Context, string) (string, error)  { return "", nil }
 func (noCursors) SetCursor(context.Context, string, string) error { return nil }
