@@ -134,7 +134,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newFixture(t *testing.T, srv *testmail.Server, mod func(*Options)) *fixture {
+func newFixture(t testing.TB, srv *testmail.Server, mod func(*Options)) *fixture {
 	t.Helper()
 	f := &fixture{srv: srv, logs: &syncBuffer{}}
 	f.conch = srv.AddUser(t, testmail.UniqueName("conch"))
@@ -160,7 +160,7 @@ func newFixture(t *testing.T, srv *testmail.Server, mod func(*Options)) *fixture
 }
 
 // start runs the channel and waits until it watches the mailbox.
-func (f *fixture) start(t *testing.T) {
+func (f *fixture) start(t testing.TB) {
 	t.Helper()
 	c, err := New(f.opts)
 	if err != nil {
@@ -191,7 +191,7 @@ func (f *fixture) stop() {
 	}
 }
 
-func (f *fixture) send(t *testing.T, subject, id, body string, extra ...string) {
+func (f *fixture) send(t testing.TB, subject, id, body string, extra ...string) {
 	t.Helper()
 	hs := append([]string{"From: Alice <" + f.alice.Address + ">", "To: " + f.conch.Address, "Subject: " + subject,
 		"Message-ID: <" + id + ">", "Date: " + time.Now().Format(time.RFC1123Z), "Content-Type: text/plain; charset=utf-8"}, extra...)
