@@ -404,6 +404,11 @@ func TestOutage(t *testing.T) {
 	f.start(t)
 	f.send(t, "before", "out0@example.test", "before the outage\n")
 	srv.MustWait(t, f.alice, 1, 30*time.Second)
+	qctx, qcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer qcancel()
+	if err := srv.WaitQueueEmpty(qctx); err != nil {
+		t.Fatal(err)
+	}
 
 	srv.StopIMAP()
 	const n = 5

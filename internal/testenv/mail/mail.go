@@ -614,3 +614,29 @@ func (s *Server) MustWait(tb testing.TB, u User, n int, limit time.Duration) []M
 	}
 	return msgs
 }
+
+// WaitQueueEmpty waits until postfix has no mail left in its queue: every
+// accepted mail was delivered (or bounced). Stopping dovecot before that
+// can cut an LMTP delivery after dovecot saved the mail but before postfix
+// heard so, and postfix then delivers it a second time.
+func (s *Server) WaitQueueEmpty(ctx context.Context) error {
+	for {
+		n := 0
+		for _, q := range []string{"maildrop", "incoming", "active", "deferred"} {
+			_ = filepath.WalkDir(s.path("postfix", "spool", q), func(_ string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					n++
+				}
+				return nil
+			})
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("postfix queue: %d mail(s) left: %w", n, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
