@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -176,8 +177,15 @@ func (f *fixture) start(t testing.TB) {
 	go func() { f.done <- c.Run(ctx, f.h) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(c.StatusLine(), "watching") {
+		select {
+		case err := <-f.done:
+			t.Fatalf("Run ended before it connected: %v\n%s", err, f.logs.String())
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("channel not connected: %s\n%s", c.StatusLine(), f.logs.String())
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("channel not connected: %s\n%s\ngoroutines:\n%s", c.StatusLine(), f.logs.String(), buf)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

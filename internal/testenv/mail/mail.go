@@ -54,10 +54,12 @@ type Server struct {
 
 	mailUID, mailGID int
 
-	mu      sync.Mutex
-	users   map[string]string // local part → password
-	dovecot *proc
-	postfix *proc
+	mu    sync.Mutex
+	users map[string]string // local part → password
+	// usersMtime is the modification time given to the last users file.
+	usersMtime time.Time
+	dovecot    *proc
+	postfix    *proc
 }
 
 // User is a mailbox on the server.
@@ -493,6 +495,17 @@ func (s *Server) AddUser(tb testing.TB, local string) User {
 	// Dovecot re-reads the file when it changes; write it whole.
 	tmp := s.path("dovecot", "users.tmp")
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	// Dovecot notices a changed passwd-file by its mtime in whole seconds:
+	// two writes within one second would look like one. Each write gets a
+	// later second than the one before.
+	next := time.Now().Truncate(time.Second)
+	if !next.After(s.usersMtime) {
+		next = s.usersMtime.Add(time.Second)
+	}
+	s.usersMtime = next
+	if err := os.Chtimes(tmp, s.usersMtime, s.usersMtime); err != nil {
 		tb.Fatal(err)
 	}
 	if err := os.Rename(tmp, s.path("dovecot", "users")); err != nil {
