@@ -179,6 +179,7 @@ func (f *fixture) start(t testing.TB) {
 	for !strings.Contains(c.StatusLine(), "watching") {
 		select {
 		case err := <-f.done:
+			f.cancel = nil
 			t.Fatalf("Run ended before it connected: %v\n%s", err, f.logs.String())
 		default:
 		}

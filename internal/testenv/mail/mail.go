@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-imap/v2/imapclient"
 	"github.com/emersion/go-smtp"
 
 	"conch/internal/testenv"
@@ -511,7 +512,36 @@ func (s *Server) AddUser(tb testing.TB, local string) User {
 	if err := os.Rename(tmp, s.path("dovecot", "users")); err != nil {
 		tb.Fatal(err)
 	}
+	if s.dovecot != nil {
+		if err := s.waitLogin(u, 10*time.Second); err != nil {
+			tb.Fatalf("new mail user %s cannot log in: %v\n%s", local, err, s.LogTail("dovecot.log", 2000))
+		}
+	}
 	return u
+}
+
+// waitLogin retries an IMAP login until dovecot has read the new user.
+func (s *Server) waitLogin(u User, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := s.tryLogin(u)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *Server) tryLogin(u User) error {
+	c, err := imapclient.DialInsecure(s.IMAPAddr, &imapclient.Options{Dialer: &net.Dialer{Timeout: 5 * time.Second}})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Login(u.Local, u.Password).Wait(); err != nil {
+		return err
+	}
+	return c.Logout().Wait()
 }
 
 // UniqueName returns prefix plus a random suffix, for user names on a shared server.
