@@ -89,7 +89,7 @@ func TestUpEmailKill9(t *testing.T) {
 	p.kill9(t)
 
 	p = startConch(t, env, "up")
-	msgs = ms.MustWait(t, alice, 2, 60*time.Second)
+	ms.MustWait(t, alice, 2, 60*time.Second)
 	// Give a duplicate time to show up.
 	time.Sleep(3 * time.Second)
 	msgs, _ = ms.Messages(alice)
