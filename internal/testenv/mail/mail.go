@@ -398,6 +398,13 @@ func (s *Server) StartIMAP() error {
 	if err := waitPorts(p, 20*time.Second, s.IMAPAddr, s.LMTPAddr); err != nil {
 		return fmt.Errorf("dovecot: %w\n%s\n%s", err, s.LogTail("dovecot.out", 2000), s.LogTail("dovecot.log", 2000))
 	}
+	if s.postfix != nil {
+		// Mail deferred while LMTP was down goes out now, not at postfix's
+		// next retry (which can be much later after repeated failures).
+		if out, err := exec.Command("/usr/sbin/postqueue", "-c", s.path("postfix"), "-f").CombinedOutput(); err != nil {
+			return fmt.Errorf("postqueue -f: %w: %s", err, out)
+		}
+	}
 	return nil
 }
 
