@@ -37,6 +37,7 @@ type Config struct {
 	Log     LogConfig     `toml:"log" envPrefix:"LOG_"`
 	Sandbox SandboxConfig `toml:"sandbox" envPrefix:"SANDBOX_"`
 	Matrix  MatrixConfig  `toml:"matrix" envPrefix:"MATRIX_"`
+	Email   EmailConfig   `toml:"email" envPrefix:"EMAIL_"`
 	CLI     CLIConfig     `toml:"cli" envPrefix:"CLI_"`
 	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
 	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
@@ -323,6 +324,7 @@ func (c *Config) Validate() error {
 	ps = append(ps, c.Matrix.validate()...)
 	ps = append(ps, c.Telegram.validate()...)
 	ps = append(ps, c.validateWeb()...)
+	ps = append(ps, c.Email.validate()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}
