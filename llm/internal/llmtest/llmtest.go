@@ -530,7 +530,8 @@ func jsonEqual(a, b []byte) bool {
 }
 
 // Bench measures one Generate through the provider's SDK against the fake
-// (a text answer to a short conversation with two tools offered).
+// (a text answer to a short conversation with two tools offered) and
+// reports the p50 round trip.
 func Bench(b *testing.B, p fakellm.Provider, newModel NewModel) {
 	s := fakellm.New(b, fakellm.WithoutRecording())
 	s.Handle(func(fakellm.Request) fakellm.Reply { return fakellm.Text("ok") })
@@ -538,10 +539,14 @@ func Bench(b *testing.B, p fakellm.Provider, newModel NewModel) {
 	req := userRequest("hello")
 	req.System = system
 	req.Tools = tools()
+	var totals []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
+		start := time.Now()
 		if _, err := m.Generate(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
+		totals = append(totals, time.Since(start))
 	}
+	b.ReportMetric(p50(totals), "p50-round-trip-µs")
 }

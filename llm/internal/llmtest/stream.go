@@ -270,12 +270,12 @@ func runStream(t *testing.T, p fakellm.Provider, newModel NewModel) {
 var reply0Args = []byte(`{"cmd":"grep -r 'naïve' . | head -n 20","timeout":30}`)
 
 // BenchStream measures GenerateStream through the provider's SDK against the
-// fake: a 24-word answer streamed a word a chunk to a short conversation
+// fake: a 27-word answer streamed a word a chunk to a short conversation
 // with two tools offered. It reports the p50 of the first delta's latency
 // and of the whole round trip.
 func BenchStream(b *testing.B, p fakellm.Provider, newModel NewModel) {
 	s := fakellm.New(b, fakellm.WithoutRecording())
-	text := strings.TrimSpace(strings.Repeat("the quick brown fox jumps over the lazy dog ", 3)[:140])
+	text := strings.TrimSpace(strings.Repeat("the quick brown fox jumps over the lazy dog ", 3)) // 27 words
 	s.Handle(func(fakellm.Request) fakellm.Reply { return fakellm.Text(text) })
 	m, ok := newModel(b, s.BaseURL(p), 0).(conch.StreamingModel)
 	if !ok {
