@@ -178,6 +178,21 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 		// output), lastLen the view's length right after its answer.
 		lastTokens, lastLen int
 	)
+	if managed {
+		// The provider's count of the conversation's newest call (maybe
+		// from an earlier turn or before a restart) plus this turn's
+		// messages: those added since the call, or more.
+		st, err := a.opts.Context.ContextStatus(ctx, key)
+		if err != nil {
+			return Result{}, fmt.Errorf("load context status: %w", err)
+		}
+		if st.Tokens > 0 {
+			lastTokens, lastLen = st.Tokens, len(view.msgs)
+			for lastLen > 0 && view.pos[lastLen-1].Turn == in.Turn {
+				lastLen--
+			}
+		}
+	}
 	add := func(m conch.Message) {
 		view.msgs = append(view.msgs, m)
 		if view.pos != nil {
