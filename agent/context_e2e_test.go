@@ -51,7 +51,9 @@ type script struct {
 	onSummary func() fakellm.Reply
 }
 
-func isSummaryCall(r fakellm.Request) bool { return strings.HasPrefix(r.System, agent.SummaryPrompt[:40]) }
+func isSummaryCall(r fakellm.Request) bool {
+	return strings.HasPrefix(r.System, agent.SummaryPrompt[:40])
+}
 
 func (s *script) reply(r fakellm.Request) fakellm.Reply {
 	s.mu.Lock()
