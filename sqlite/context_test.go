@@ -82,4 +82,3 @@ func TestModelHistoryAfterSummary(t *testing.T) {
 		t.Errorf("AddSummary to an unknown conversation: %v, want KindNotFound", err)
 	}
 }
-

@@ -27,6 +27,7 @@ type readStmts struct {
 	eventsSince, lastEventSeq                                *sql.Stmt
 	summaries, conversationTurns, auditAfter                 *sql.Stmt
 	latestSummary, modelHistory, contextStatus               *sql.Stmt
+	turnMessages                                             *sql.Stmt
 }
 
 type stmtSpec struct {
@@ -76,6 +77,7 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.latestSummary, sqlLatestSummary},
 		{&r.modelHistory, sqlModelHistory},
 		{&r.contextStatus, sqlContextStatus},
+		{&r.turnMessages, sqlTurnMessages},
 	}
 }
 
