@@ -12,6 +12,7 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/internal/testenv/fakellm"
+	"conch/llm/anthropic"
 	"conch/llm/openai"
 	"conch/sqlite"
 	"conch/sqlite/sqlitetest"
@@ -47,6 +48,7 @@ type script struct {
 	mu        sync.Mutex
 	summaries []string
 	requests  int
+	largest   int // the largest request, in the fake's tokens
 	// onSummary, when set, answers a summary call instead.
 	onSummary func() fakellm.Reply
 }
@@ -61,6 +63,7 @@ func (s *script) reply(r fakellm.Request) fakellm.Reply {
 	s.requests++
 	// Every request fits the window by the fake's own count (bytes/4 of
 	// the whole body: schemas, JSON framing and all).
+	s.largest = max(s.largest, len(r.Body)/4)
 	if got := len(r.Body) / 4; got > testWindow {
 		s.t.Errorf("request %d is %d tokens (%d bytes), over the window of %d", s.requests, got, len(r.Body), testWindow)
 	}
@@ -73,6 +76,9 @@ func (s *script) reply(r fakellm.Request) fakellm.Reply {
 		return fakellm.Text(text)
 	}
 	checkPairs(s.t, s.requests, r)
+	if r.Messages[0].Role != "user" {
+		s.t.Errorf("request %d starts with a %s message", s.requests, r.Messages[0].Role)
+	}
 	if len(s.summaries) > 0 {
 		last := s.summaries[len(s.summaries)-1]
 		if !strings.Contains(r.System, last) {
@@ -121,8 +127,21 @@ func checkPairs(t *testing.T, n int, r fakellm.Request) {
 }
 
 func newContextAgent(t *testing.T, srv *fakellm.Server, db *sqlite.DB) *agent.Agent {
+	return newContextAgentFor(t, fakellm.OpenAI, srv, db)
+}
+
+func newContextAgentFor(t *testing.T, p fakellm.Provider, srv *fakellm.Server, db *sqlite.DB) *agent.Agent {
 	t.Helper()
-	m, err := openai.New(openai.Config{BaseURL: srv.BaseURL(fakellm.OpenAI), APIKey: "k", Model: "gpt-test"})
+	var m conch.Model
+	var err error
+	switch p {
+	case fakellm.OpenAI:
+		m, err = openai.New(openai.Config{BaseURL: srv.BaseURL(p), APIKey: "k", Model: "gpt-test"})
+	case fakellm.Anthropic:
+		m, err = anthropic.New(anthropic.Config{BaseURL: srv.BaseURL(p), APIKey: "k", Model: "claude-test"})
+	default:
+		t.Fatalf("no provider %s", p)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,12 +182,22 @@ func TestContextLongConversationStaysInWindow(t *testing.T) {
 	if testing.Short() {
 		turns = 120
 	}
+	longConversation(t, fakellm.OpenAI, turns)
+}
+
+// The same through the Anthropic SDK, whose tool results ride in user
+// messages and whose conversation must start with a user message.
+func TestContextLongConversationAnthropic(t *testing.T) {
+	longConversation(t, fakellm.Anthropic, 100)
+}
+
+func longConversation(t *testing.T, p fakellm.Provider, turns int) {
 	ctx := context.Background()
 	srv := fakellm.New(t, fakellm.WithoutRecording())
 	sc := &script{t: t}
 	srv.Handle(sc.reply)
 	db := sqlitetest.MustOpenMemory(t)
-	a := newContextAgent(t, srv, db)
+	a := newContextAgentFor(t, p, srv, db)
 	for i := range turns {
 		if _, err := runTurn(ctx, t, a, db, i); err != nil {
 			t.Fatalf("turn %d: %v", i, err)
@@ -198,8 +227,8 @@ func TestContextLongConversationStaysInWindow(t *testing.T) {
 	if !strings.HasPrefix(view.Summary.Text, "SUMMARY#") || len(view.Messages) >= len(hist) {
 		t.Errorf("model view: summary %.20q, %d of %d messages", view.Summary.Text, len(view.Messages), len(hist))
 	}
-	t.Logf("%d turns, %d model requests, %d compactions, %d messages stored, %d in the model's view, last use %s",
-		turns, sc.requests, st.Compactions, len(hist), len(view.Messages), st)
+	t.Logf("%s: %d turns, %d model requests, largest %d tokens of %d, %d compactions, %d messages stored, %d in the model's view, last use %s",
+		p, turns, sc.requests, sc.largest, testWindow, st.Compactions, len(hist), len(view.Messages), st)
 }
 
 // A crash between the summary call and its storage loses nothing: the turn
