@@ -107,6 +107,9 @@ type Input struct {
 	Turn conch.TurnID
 	// History is the conversation so far, ending with the turn's user
 	// message and whatever the turn already produced before a restart.
+	// With Options.Context and a ContextWindow, Run reads the model's view
+	// (summary + recent messages) from the store instead; History is then
+	// used only when that view is empty.
 	History []conch.Message
 	Env     conch.ToolEnv
 	// Events receives typed events as the turn runs; may be nil.
@@ -218,7 +221,9 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 			default:
 				view, lastTokens = v, 0
 				req.System, req.Messages = withSummary(system, view.summary), a.requestMessages(view, in.Turn)
-				used = estimateRequest(req)
+				if used = estimateRequest(req); used > int(float64(a.window())*CompactAt) {
+					a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", in.Turn, "tokens", used, "window", a.window())
+				}
 			}
 		}
 		resp, calls, err := a.generate(ctx, in.Turn, req, "", emit)
