@@ -235,6 +235,8 @@ type CompactionDetail struct {
 	Calls         int   `json:"calls"`
 	DurationMS    int64 `json:"duration_ms"`
 	Window        int   `json:"window"`
+	// Summary is the stored summary the model reads from now on.
+	Summary string `json:"summary"`
 }
 
 // compact folds the older part of the stored view into a new summary and
@@ -299,7 +301,7 @@ func (a *Agent) compact(ctx context.Context, turn conch.TurnID, key conch.Conver
 	}
 	a.record(ctx, turn, conch.StepCompaction, CompactionDetail{
 		Messages: folded, Kept: len(v.msgs) - cut, TokensBefore: before, SummaryTokens: EstimateTokens(text),
-		Calls: calls, DurationMS: a.opts.Now().Sub(start).Milliseconds(), Window: w,
+		Calls: calls, DurationMS: a.opts.Now().Sub(start).Milliseconds(), Window: w, Summary: text,
 	})
 	a.opts.Logger.Info("context compacted", "turn", turn, "folded", folded, "kept", len(v.msgs)-cut, "tokens_before", before, "window", w)
 	return contextView{summary: s, msgs: v.msgs[cut:], pos: v.pos[cut:]}, calls, nil

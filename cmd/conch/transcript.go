@@ -320,8 +320,12 @@ func stepLineMD(e transcriptEntry, at string) string {
 	case conch.StepCompaction:
 		var d agent.CompactionDetail
 		if json.Unmarshal(e.Detail, &d) == nil {
-			return fmt.Sprintf("_%s · context compacted: %d messages summarized, %d kept, %d of %d tokens before, in %s_",
+			line := fmt.Sprintf("_%s · context compacted: %d messages summarized, %d kept, %d of %d tokens before, in %s_",
 				at, d.Messages, d.Kept, d.TokensBefore, d.Window, ms(d.DurationMS))
+			if d.Summary != "" {
+				line += "\n\n**summary** the model reads from here on:\n\n" + quoteMD(d.Summary)
+			}
+			return line
 		}
 	}
 	return fmt.Sprintf("_%s · %s %s_", at, e.Type, string(e.Detail))

@@ -76,7 +76,7 @@ func transcriptStoreFixture(t *testing.T, dir string) conch.ConversationKey {
 
 	t2 := inbound(60000, "Summarize the plan.", "m2")
 	step(t2, 61200, conch.StepModelCall, agent.ModelCallDetail{Model: "gpt-test", DurationMS: 1200, InputTokens: 5600, OutputTokens: 300, StopReason: conch.StopEnd, Purpose: "summary"})
-	step(t2, 61200, conch.StepCompaction, agent.CompactionDetail{Messages: 5, Kept: 1, TokensBefore: 5900, SummaryTokens: 300, Calls: 1, DurationMS: 1200, Window: 8192})
+	step(t2, 61200, conch.StepCompaction, agent.CompactionDetail{Messages: 5, Kept: 1, TokensBefore: 5900, SummaryTokens: 300, Calls: 1, DurationMS: 1200, Window: 8192, Summary: "Alice keeps notes.md and a plan.\nShe wants summaries."})
 	step(t2, 61300, conch.StepModelError, agent.ModelErrorDetail{Kind: conch.KindTransient, Error: "HTTP 529:\noverloaded", Attempt: 1})
 	step(t2, 62500, conch.StepModelCall, agent.ModelCallDetail{Model: "gpt-test", DurationMS: 1100, InputTokens: 1400, OutputTokens: 40, StopReason: conch.StopEnd})
 	msg(t2, 62500, conch.Message{Role: conch.RoleAssistant, Text: "The plan has two steps."})
