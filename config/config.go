@@ -62,6 +62,10 @@ type ModelConfig struct {
 	APIKeyFile string   `toml:"api_key_file" env:"API_KEY_FILE"`
 	MaxTokens  int      `toml:"max_tokens" env:"MAX_TOKENS"`
 	Timeout    Duration `toml:"timeout" env:"TIMEOUT"`
+	// ContextWindow is the model's context window in tokens; 0 takes it
+	// from the model's name (llm.ContextWindow). Override:
+	// CONCH_MODEL_CONTEXT_WINDOW.
+	ContextWindow int `toml:"context_window" env:"CONTEXT_WINDOW"`
 }
 
 // AgentConfig tunes the tool-calling loop.
@@ -286,6 +290,9 @@ func (c *Config) Validate() error {
 		add("model.provider", "no model provider is configured", "set CONCH_MODEL_PROVIDER or [model] provider to openai, anthropic or gemini")
 	default:
 		add("model.provider", fmt.Sprintf("unknown provider %q", c.Model.Provider), "use openai, anthropic or gemini")
+	}
+	if c.Model.ContextWindow < 0 || (c.Model.ContextWindow > 0 && c.Model.ContextWindow < 1024) {
+		add("model.context_window", fmt.Sprintf("%d tokens is not a usable context window", c.Model.ContextWindow), "set CONCH_MODEL_CONTEXT_WINDOW or [model] context_window to the model's window (at least 1024), or 0 to take it from the model's name")
 	}
 	if c.Model.Name == "" {
 		add("model.name", "no model is configured", "set CONCH_MODEL or [model] name, e.g. gpt-4o-mini, claude-sonnet-4-5, gemini-2.5-flash")

@@ -65,6 +65,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.backupCmd(),
 		a.pairingCmd(),
 		a.skillsCmd(),
+		a.transcriptCmd(),
 	)
 	return root
 }

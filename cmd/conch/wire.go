@@ -19,6 +19,7 @@ import (
 	"conch/config"
 	"conch/egress"
 	"conch/gateway"
+	"conch/llm"
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
 	"conch/llm/openai"
@@ -182,6 +183,13 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	window := d.cfg.Model.ContextWindow
+	if window == 0 {
+		var known bool
+		if window, known = llm.ContextWindow(d.cfg.Model.Name); !known {
+			d.log.Warn("unknown context window, assuming the default; set model.context_window", "model", d.cfg.Model.Name, "window", window)
+		}
+	}
 	return agent.New(agent.Options{
 		Model:         model,
 		Tools:         ts,
@@ -190,6 +198,8 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		Facts:         d.db,
 		SystemPrompt:  ac.SystemPrompt,
 		MaxTokens:     d.cfg.Model.MaxTokens,
+		ContextWindow: window,
+		Context:       d.db,
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
