@@ -81,7 +81,7 @@ type Options struct {
 	// Hooks, when set, runs the conversation's turn hooks around each turn.
 	Hooks  Hooks
 	Logger *slog.Logger
-	Now          func() time.Time
+	Now    func() time.Time
 }
 
 // Gateway is the router. Create it with New, then call Run.
