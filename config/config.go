@@ -40,6 +40,9 @@ type Config struct {
 	CLI     CLIConfig     `toml:"cli" envPrefix:"CLI_"`
 	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
 	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
+	// Schedule and Hooks: see schedule.go.
+	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
+	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -300,6 +303,8 @@ func (c *Config) Validate() error {
 	}
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
+	ps = append(ps, c.Schedule.validate()...)
+	ps = append(ps, c.Hooks.validate()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

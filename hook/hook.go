@@ -14,9 +14,13 @@ package hook
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,4 +267,37 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// LoadOperator reads the operator's default hooks from a host directory
+// laid out like the sandbox's (pre-turn/, pre-stop/, post-turn/): the
+// executable files of each, dotfiles and "~" backups ignored. A missing
+// stage directory has none.
+func LoadOperator(dir string) (map[Stage][]Script, error) {
+	out := map[Stage][]Script{}
+	for _, st := range []Stage{PreTurn, PreStop, PostTurn} {
+		ents, err := os.ReadDir(filepath.Join(dir, string(st)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("operator hooks: %w", err)
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil || fi.Mode().Perm()&0o111 == 0 {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(dir, string(st), name))
+			if err != nil {
+				return nil, fmt.Errorf("operator hooks: %w", err)
+			}
+			out[st] = append(out[st], Script{Name: name, Body: b})
+		}
+	}
+	return out, nil
 }

@@ -19,11 +19,13 @@ import (
 	"conch/config"
 	"conch/egress"
 	"conch/gateway"
+	"conch/hook"
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
 	"conch/llm/openai"
 	"conch/obs"
 	"conch/sandbox/docker"
+	"conch/schedule"
 	"conch/spool"
 	"conch/sqlite"
 	"conch/terminal"
@@ -58,7 +60,12 @@ type deps struct {
 	http *httpHost
 	// releasers hold per-conversation state that a reset or close frees.
 	releasers []conch.Releaser
-	closers   []io.Closer
+	// sched fires scheduled wakes and watches; nil unless schedule.enabled.
+	// conch up runs it beside the gateway (see wireSchedules).
+	sched *schedule.Scheduler
+	// hookRunner runs turn hooks; built by hooks().
+	hookRunner *hook.Runner
+	closers    []io.Closer
 }
 
 func (d *deps) Close() {
@@ -174,7 +181,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		return nil, err
 	}
 	ac := d.cfg.Agent
-	return agent.New(agent.Options{
+	opts := agent.Options{
 		Model:         model,
 		Tools:         tools(d),
 		Recorder:      d.db,
@@ -185,15 +192,25 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
 		Logger:        d.log,
-	})
+	}
+	if h := d.hooks(); h != nil {
+		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
+	}
+	return agent.New(opts)
 }
 
 // tools lists the built-in tools; the ones that need a computer only when a
 // container runtime is available.
 func tools(d *deps) []conch.Tool {
 	ts := []conch.Tool{tool.Remember{}, tool.Forget{}}
+	if d.sched != nil {
+		ts = append(ts, &tool.Schedule{S: d.sched})
+	}
 	if d.runtime == nil {
 		return ts
+	}
+	if d.sched != nil {
+		ts = append(ts, &tool.Watch{S: d.sched, P: d.terminals})
 	}
 	tc := d.cfg.Tools
 	files := tool.FilesOptions{Auditor: d.audit}
@@ -257,6 +274,10 @@ func (f closerFunc) Close() error { return f() }
 
 // newGateway builds the agent and the gateway over the given channels.
 func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]gateway.Allowlist) (*gateway.Gateway, error) {
+	late := &lateSubmitter{}
+	if err := wireSchedules(d, late); err != nil {
+		return nil, err
+	}
 	ag, err := newAgent(d)
 	if err != nil {
 		return nil, err
@@ -269,5 +290,74 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface
 	}
-	return gateway.New(opts)
+	if h := d.hooks(); h != nil {
+		opts.Hooks = h
+	}
+	gw, err := gateway.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	late.gw = gw
+	return gw, nil
+}
+
+// --- schedules and hooks (schedule/, hook/) ---
+
+// wireSchedules builds the scheduler when schedule.enabled; it submits
+// through sub (the gateway, once built) and forgets a conversation's
+// entries when the conversation is reset or closed.
+func wireSchedules(d *deps, sub conch.Submitter) error {
+	sc := d.cfg.Schedule
+	if !sc.Enabled || d.sched != nil {
+		return nil
+	}
+	o := schedule.Options{Store: d.db, Submitter: sub, MaxPerConversation: sc.MaxPerConversation,
+		MinInterval: sc.MinInterval.D(), Logger: d.log}
+	if d.runtime != nil {
+		o.Waiter = &schedule.SandboxWaiter{Terminals: d.terminals, Sandboxes: d.runtime}
+	}
+	s, err := schedule.New(o)
+	if err != nil {
+		return err
+	}
+	d.sched = s
+	d.releasers = append(d.releasers, s)
+	return nil
+}
+
+// hooks returns the turn hook runner, or nil when hooks are off or there
+// are no sandboxes to run them in.
+func (d *deps) hooks() *hook.Runner {
+	if !d.cfg.Hooks.Enabled || d.runtime == nil {
+		return nil
+	}
+	if d.hookRunner == nil {
+		var operator map[hook.Stage][]hook.Script
+		if dir := d.cfg.Hooks.Dir; dir != "" {
+			var err error
+			if operator, err = hook.LoadOperator(dir); err != nil {
+				d.log.Warn("operator hooks not loaded", "dir", dir, "err", err)
+			}
+		}
+		rt := d.runtime
+		d.hookRunner = hook.New(hook.Options{Sandboxes: rt, Operator: operator, Logger: d.log,
+			// A conversation without a computer runs no hooks: none is
+			// created just to look for them. (The runtime has no
+			// SandboxAdmin yet; Describe inspects without creating.)
+			Exists: func(ctx context.Context, key conch.ConversationKey) bool {
+				return !strings.HasPrefix(rt.Describe(ctx, key), "Computer: none")
+			}})
+	}
+	return d.hookRunner
+}
+
+// lateSubmitter lets the scheduler exist before the gateway it submits to
+// (the gateway needs the agent, whose tools need the scheduler).
+type lateSubmitter struct{ gw *gateway.Gateway }
+
+func (l *lateSubmitter) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, error) {
+	if l.gw == nil {
+		return conch.Turn{}, conch.Errorf(conch.KindUnavailable, "the gateway is not built yet")
+	}
+	return l.gw.Submit(ctx, in)
 }
