@@ -279,6 +279,20 @@ func (s *Scheduler) pass(ctx context.Context, started time.Time, wg *sync.WaitGr
 	return next, nil
 }
 
+// exists reports whether e is still stored (true when the store cannot say).
+func (s *Scheduler) exists(ctx context.Context, e Entry) bool {
+	es, err := s.o.Store.Schedules(ctx, e.Key)
+	if err != nil {
+		return true
+	}
+	for _, x := range es {
+		if x.ID == e.ID {
+			return true
+		}
+	}
+	return false
+}
+
 // fire submits a due wake and moves it on (a one-shot wake is deleted).
 // The message's ExternalID names the wake and its due time, so a wake
 // submitted twice (a crash before it was moved on) is stored once.
@@ -341,6 +355,9 @@ func (s *Scheduler) startWatch(ctx context.Context, e Entry, started time.Time, 
 		}
 		if err != nil {
 			what = "the watch ended without its condition: " + err.Error()
+		}
+		if !s.exists(wctx, e) {
+			return // cancelled meanwhile (by an operator, from another process)
 		}
 		text := fmt.Sprintf("[Watch %s, %s] %s\n\n%s", e.ID, w.Describe(), strings.TrimSpace(what), e.Message)
 		in := conch.Inbound{Key: e.Key, Text: strings.TrimSpace(text), Origin: e.Origin(), ExternalID: "watch:" + e.ID, ReceivedAt: s.o.Now()}

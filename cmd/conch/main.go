@@ -63,6 +63,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.sandboxAgentCmd(),
 		a.configCmd(),
 		a.backupCmd(),
+		a.schedulesCmd(),
 	)
 	return root
 }
