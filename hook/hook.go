@@ -44,8 +44,9 @@ const (
 	DefaultDir         = "/workspace/.conch/hooks"
 	DefaultTimeout     = 60 * time.Second
 	DefaultStopTimeout = 30 * time.Second
-	// operatorDir is where operator hooks are written in the sandbox (tmpfs).
-	operatorDir = "/tmp/conch/hooks"
+	// DefaultRunDir is where operator hooks and turn logs are written in
+	// the sandbox (tmpfs).
+	DefaultRunDir = "/tmp/conch/hooks"
 	// maxEnvMessage caps CONCH_LAST_MESSAGE.
 	maxEnvMessage = 32 << 10
 	// maxIssues caps the issues one pre-stop round returns.
@@ -71,6 +72,8 @@ type Options struct {
 	Operator map[Stage][]Script
 	// Dir is the conversation's hook directory; "" means DefaultDir.
 	Dir string
+	// RunDir receives operator hooks and turn logs; "" means DefaultRunDir.
+	RunDir string
 	// Timeout bounds a pre-turn or post-turn hook, StopTimeout a pre-stop hook.
 	Timeout, StopTimeout time.Duration
 	Logger               *slog.Logger
@@ -83,6 +86,9 @@ type Runner struct{ o Options }
 func New(o Options) *Runner {
 	if o.Dir == "" {
 		o.Dir = DefaultDir
+	}
+	if o.RunDir == "" {
+		o.RunDir = DefaultRunDir
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -146,7 +152,7 @@ func (r *Runner) Run(ctx context.Context, stage Stage, t Turn) []Result {
 	}
 	var out []Result
 	for _, p := range paths {
-		res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{p}, Env: env, Dir: "/workspace", Timeout: timeout, OutputLimit: 64 << 10})
+		res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{p}, Env: env, Timeout: timeout, OutputLimit: 64 << 10})
 		hr := Result{Name: p, ExitCode: res.ExitCode, Output: string(res.Output), Stopped: res.Stopped, Err: err}
 		switch {
 		case err != nil:
@@ -218,7 +224,7 @@ func (r *Runner) operator(ctx context.Context, sb conch.Sandbox, stage Stage, lo
 		if s.Name == "" || strings.HasPrefix(s.Name, ".") || strings.HasSuffix(s.Name, "~") || strings.Contains(s.Name, "/") {
 			continue
 		}
-		p := path.Join(operatorDir, string(stage), s.Name)
+		p := path.Join(r.o.RunDir, string(stage), s.Name)
 		if err := sb.WriteFile(ctx, p, s.Body, 0o755); err != nil {
 			log.Warn("operator hook not written", "hook", s.Name, "err", err)
 			continue
@@ -236,7 +242,7 @@ func (r *Runner) env(ctx context.Context, sb conch.Sandbox, stage Stage, t Turn,
 		"CONCH_CONVERSATION=" + t.Key.String(),
 		"CONCH_LAST_MESSAGE=" + clipBytes(t.LastMessage, maxEnvMessage),
 	}
-	logPath := path.Join(operatorDir, fmt.Sprintf("turn-%d.log", t.Turn))
+	logPath := path.Join(r.o.RunDir, fmt.Sprintf("turn-%d.log", t.Turn))
 	if err := sb.WriteFile(ctx, logPath, []byte(t.Log), 0o644); err != nil {
 		log.Warn("hooks: turn log not written", "err", err)
 	} else {
