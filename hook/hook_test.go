@@ -27,7 +27,9 @@ func setup(t *testing.T, b *terminaltest.Box, o hook.Options) (*hook.Runner, con
 
 type provider struct{ sb conch.Sandbox }
 
-func (p provider) Sandbox(context.Context, conch.ConversationKey) (conch.Sandbox, error) { return p.sb, nil }
+func (p provider) Sandbox(context.Context, conch.ConversationKey) (conch.Sandbox, error) {
+	return p.sb, nil
+}
 
 func write(t *testing.T, sb conch.Sandbox, p, body string, mode uint32) {
 	t.Helper()
