@@ -106,7 +106,7 @@ func (s *Scheduler) Cron(ctx context.Context, key conch.ConversationKey, spec, m
 	if err != nil {
 		return Entry{}, err
 	}
-	first := sched.Next(s.o.Now())
+	first := sched.Next(s.o.Now().UTC()) // cron times are UTC
 	if first.IsZero() {
 		return Entry{}, conch.Errorf(conch.KindInvalid, "cron expression %q never fires", spec)
 	}
@@ -316,7 +316,7 @@ func (s *Scheduler) fire(ctx context.Context, e Entry, started time.Time) (time.
 		_, derr := s.o.Store.DeleteSchedule(ctx, e.ID)
 		return time.Time{}, errors.Join(err, derr)
 	}
-	next := sched.Next(s.o.Now())
+	next := sched.Next(s.o.Now().UTC())
 	return next, s.o.Store.SetScheduleNext(ctx, e.ID, next)
 }
 
