@@ -14,10 +14,6 @@ import (
 // both are driven by the pushed output and the shell's exit markers, so a
 // waiting watch costs nothing until the terminal does something.
 
-// ErrNotRunning is returned by AwaitExit when the terminal's shell is at its
-// prompt with no command running: there is nothing to wait for.
-var ErrNotRunning = errors.New("no command is running in the terminal")
-
 // ExitInfo is how a terminal's command ended.
 type ExitInfo struct {
 	// Code is the exit status; Known is false when conch could not see it
@@ -51,11 +47,12 @@ func (m *Manager) busyLocked(t *tty) bool {
 	return true
 }
 
-// AwaitExit blocks until the command running in terminal n ends (the
-// shell's prompt comes back, or the terminal's program exits). With
-// recovered set (a wait resumed after conch restarted, when markers may have
-// been missed) a shell already back at its prompt counts as ended with an
-// unknown status; otherwise a shell at its prompt is ErrNotRunning.
+// AwaitExit blocks until no command runs in terminal n (the shell's
+// prompt is back, or the terminal's program exited) and says how the last
+// one ended; if none was running when it was called, that is at once. With
+// recovered set (a wait resumed after conch restarted, when markers may
+// have been missed) a shell whose foreground program is the shell itself
+// counts as done, with an unknown status.
 func (m *Manager) AwaitExit(ctx context.Context, n int, recovered bool) (ExitInfo, error) {
 	m.mu.Lock()
 	t := m.ttys[n]
@@ -64,11 +61,16 @@ func (m *Manager) AwaitExit(ctx context.Context, n int, recovered bool) (ExitInf
 		return ExitInfo{Closed: true}, nil
 	}
 	startDone := t.doneSeq
-	busy := m.busyLocked(t)
-	m.mu.Unlock()
-	if !busy && !recovered {
-		return ExitInfo{}, fmt.Errorf("terminal %d: %w", n, ErrNotRunning)
+	if !m.busyLocked(t) && !recovered {
+		// It ended between the watch being set and this wait.
+		info := ExitInfo{Code: t.status, Known: t.shell && t.doneSeq > 0}
+		if t.exited {
+			info = ExitInfo{Code: t.exitCode, Known: true}
+		}
+		m.mu.Unlock()
+		return info, nil
 	}
+	m.mu.Unlock()
 	if recovered && t.shell {
 		if cc, err := m.client(ctx, t); err == nil {
 			if cur, err := m.currentCommand(ctx, cc, t); err == nil && cur == "bash" {
