@@ -121,3 +121,56 @@ func TestWatchFiresOnTerminalExitOutputAndFile(t *testing.T) {
 		}
 	})
 }
+
+// A watch set before conch stopped is waited for again after the restart:
+// the command that ends then wakes the conversation once.
+func TestWatchSurvivesRestart(t *testing.T) {
+	terminaltest.Each(t, func(t *testing.T, b *terminaltest.Box) {
+		prov := sandboxdtest.Provider(b.SB)
+		reg := terminal.NewMemRegistry()
+		db := sqlitetest.MustOpenMemory(t)
+		key := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "r"}
+		sub := &submissions{ch: make(chan struct{}, 4)}
+		up := func() (*schedule.Scheduler, *terminal.Pool, func()) {
+			pool := terminal.NewPool(prov, reg, b.Opts)
+			sched, err := schedule.New(schedule.Options{Store: db, Submitter: sub,
+				Waiter: &schedule.SandboxWaiter{Terminals: pool, Sandboxes: prov}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = sched.Run(ctx) }()
+			return sched, pool, func() { cancel(); <-done; pool.Close() }
+		}
+		sched, pool, down := up()
+		m, err := pool.Manager(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Open(t.Context(), ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Type(t.Context(), 0, "bash", "sleep 4; exit_with() { return $1; }; exit_with 3", true); err != nil {
+			t.Fatal(err)
+		}
+		env := conch.ToolEnv{Conversation: key, Sandboxes: prov}
+		if out := runTool(t, &tool.Watch{S: sched, P: pool}, env, `{"on":"exit","terminal":0,"message":"report"}`); out.IsError {
+			t.Fatalf("watch: %s", out.Content)
+		}
+		time.Sleep(500 * time.Millisecond)
+		down() // conch stops; tmux and the command go on
+
+		_, _, down = up()
+		defer down()
+		in := sub.next(t)
+		if !strings.Contains(in.Text, "exited with status 3") {
+			t.Fatalf("after the restart the watch said %q", in.Text)
+		}
+		select {
+		case <-sub.ch:
+			t.Fatal("the watch fired twice")
+		case <-time.After(time.Second):
+		}
+	})
+}
