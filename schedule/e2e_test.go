@@ -178,8 +178,14 @@ func TestMissedWakeFiresOnceAcrossRestarts(t *testing.T) {
 	if got := msgs[len(msgs)-1].Text; !strings.Contains(got, "while conch was not running") {
 		t.Errorf("missed wake without its note: %q", got)
 	}
-	if es, _ := w.db.Schedules(ctx, key); len(es) != 0 {
-		t.Errorf("fired wake still stored: %+v", es)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		es, _ := w.db.Schedules(ctx, key)
+		if len(es) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fired wake still stored: %+v", es)
+		}
 	}
 	// Simulate a crash before the firing was recorded: the wake is back.
 	if err := w.db.AddSchedule(ctx, wake); err != nil {
