@@ -47,6 +47,11 @@ type Options struct {
 	// MaxToolErrors stops the loop after this many consecutive tool errors (default 3).
 	MaxToolErrors int
 	Retry         RetryPolicy
+	// PreStop, when set, is asked before a final answer is given (the
+	// pre-stop hooks): each line it returns is an open issue, handed back to
+	// the model as a user-role note to address before it may finish, at
+	// most MaxPreStopRounds times per turn. Nil or no lines: the answer stands.
+	PreStop func(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string) []string
 	// Sleep waits for d or until ctx is done; injectable for tests.
 	Sleep  func(ctx context.Context, d time.Duration) error
 	Now    func() time.Time
@@ -183,6 +188,7 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 		// lastTokens is the provider's count of the previous call (input +
 		// output), lastLen the view's length right after its answer.
 		lastTokens, lastLen int
+		preStops   int
 	)
 	if managed {
 		// The provider's count of the conversation's newest call (maybe
@@ -256,6 +262,15 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 			if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, msg); err != nil {
 				return res, fmt.Errorf("record answer: %w", err)
 			}
+			if note, ok := a.preStop(ctx, in.Turn, env, msg.Text, &preStops); ok {
+				if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, note); err != nil {
+					return res, fmt.Errorf("record pre-stop issues: %w", err)
+				}
+				add(msg)
+				lastLen = len(view.msgs)
+				add(note)
+				continue
+			}
 			res.Text = msg.Text
 			return res, nil
 		}
@@ -300,6 +315,30 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	}
 	return a.stop(ctx, in.Turn, res, StopMaxTurns,
 		fmt.Sprintf("I stopped after %d steps without finishing (the configured limit). Say \"continue\" to let me go on.", a.opts.MaxTurns))
+}
+
+// MaxPreStopRounds is how often one turn's answer is handed back for the
+// issues of the pre-stop hooks.
+const MaxPreStopRounds = 2
+
+// preStop asks Options.PreStop about an answer; when it names open issues
+// (and rounds are left) it returns the note that hands them back.
+func (a *Agent) preStop(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string, rounds *int) (conch.Message, bool) {
+	if a.opts.PreStop == nil || *rounds >= MaxPreStopRounds {
+		return conch.Message{}, false
+	}
+	issues := a.opts.PreStop(ctx, turn, env, answer)
+	if len(issues) == 0 || ctx.Err() != nil {
+		return conch.Message{}, false
+	}
+	*rounds++
+	var b strings.Builder
+	b.WriteString("[conch pre-stop check] Before you finish, address these open issues (then answer again):\n")
+	for _, is := range issues {
+		b.WriteString("- " + is + "\n")
+	}
+	a.opts.Logger.Info("pre-stop hooks returned issues", "turn", turn, "issues", len(issues), "round", *rounds)
+	return conch.Message{Role: conch.RoleUser, Text: strings.TrimRight(b.String(), "\n")}, true
 }
 
 // stop ends the turn through a breaker: the reason is recorded as a step and

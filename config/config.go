@@ -45,6 +45,9 @@ type Config struct {
 	Skills  SkillsConfig  `toml:"skills" envPrefix:"SKILLS_"`
 
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
+	// Schedule and Hooks: see schedule.go.
+	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
+	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -332,6 +335,8 @@ func (c *Config) Validate() error {
 	ps = append(ps, c.Telegram.validate()...)
 	ps = append(ps, c.validateWeb()...)
 	ps = append(ps, c.Email.validate()...)
+	ps = append(ps, c.Schedule.validate()...)
+	ps = append(ps, c.Hooks.validate()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

@@ -66,6 +66,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.pairingCmd(),
 		a.skillsCmd(),
 		a.transcriptCmd(),
+		a.schedulesCmd(),
 	)
 	return root
 }
