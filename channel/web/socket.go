@@ -332,8 +332,8 @@ func (c *Channel) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.CloseNow()
-	ctx := conn.CloseRead(r.Context()) // read-only: done when the page goes
-	ctx, cancel := context.WithCancel(ctx)
+	gone := conn.CloseRead(r.Context()) // read-only: done when the page goes
+	ctx, cancel := context.WithCancel(gone)
 	defer cancel()
 	go keepalive(ctx, c, conn, sessionCookie(r))
 
@@ -364,7 +364,9 @@ func (c *Channel) terminalSocket(w http.ResponseWriter, r *http.Request) {
 	out.close()
 	wg.Wait()
 	switch {
-	case ctx.Err() != nil:
+	case gone.Err() != nil:
+	case out.overflowed():
+		conn.Close(websocket.StatusTryAgainLater, "viewer fell behind; reconnect")
 	case err != nil && conch.KindOf(err) == conch.KindNotFound:
 		conn.Close(websocket.StatusNormalClosure, "no such terminal")
 	case err != nil:
@@ -404,6 +406,12 @@ func (q *outputQueue) push(b []byte) {
 	case q.wake <- struct{}{}:
 	default:
 	}
+}
+
+func (q *outputQueue) overflowed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.over
 }
 
 func (q *outputQueue) close() {
