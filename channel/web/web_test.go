@@ -416,7 +416,9 @@ func TestChatRoundTripAndResume(t *testing.T) {
 	}
 	// Read the final turn event, then reconnect as a page that saw only
 	// up to seq 2: it gets 3… exactly once each.
-	until(ctx, t, conn, func(f wireFrame) bool { return f.Type == "event" && f.Event.Type == "turn" && strings.Contains(string(f.Event.Data), "done") })
+	until(ctx, t, conn, func(f wireFrame) bool {
+		return f.Type == "event" && f.Event.Type == "turn" && strings.Contains(string(f.Event.Data), "done")
+	})
 	conn.Close(websocket.StatusNormalClosure, "")
 	conn2 := ts.chat(ctx, c, cv.ID, 2)
 	fs = until(ctx, t, conn2, func(f wireFrame) bool {
