@@ -40,6 +40,8 @@ type Config struct {
 	CLI     CLIConfig     `toml:"cli" envPrefix:"CLI_"`
 	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
 	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
+	Web     WebConfig     `toml:"web" envPrefix:"WEB_"`
+	Metrics MetricsConfig `toml:"metrics" envPrefix:"METRICS_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -77,7 +79,8 @@ type AgentConfig struct {
 type GatewayConfig struct {
 	// MaxAttempts is how often a turn interrupted by a crash is tried in all.
 	MaxAttempts int `toml:"max_attempts" env:"MAX_ATTEMPTS"`
-	// Listen is the address of the health and metrics endpoint ("" disables it).
+	// Listen is the address of the HTTP host: health, the web chat, the
+	// dashboard and /metrics ("" disables it).
 	Listen string `toml:"listen" env:"LISTEN"`
 }
 
@@ -300,6 +303,7 @@ func (c *Config) Validate() error {
 	}
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
+	ps = append(ps, c.validateWeb()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}
