@@ -60,6 +60,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.sandboxCmd(),
 		a.sandboxAgentCmd(),
 		a.configCmd(),
+		a.webCmd(),     // web chat login (web.go)
+		a.serviceCmd(), // systemd unit (service.go)
 	)
 	return root
 }
