@@ -18,6 +18,12 @@ type Channel interface {
 
 // Handler receives what channels observe. The gateway implements it.
 type Handler interface {
+	// Admits reports whether a sender may talk to conch on the channel: the
+	// one admission rule (allowlist, approved pairings), for channels that
+	// must decide before they have a message (join a room on an invite,
+	// decrypt). ids are the sender's identities (a Telegram user id and its
+	// @username); any one admitted is enough.
+	Admits(ctx context.Context, ch ChannelName, ids ...UserID) bool
 	// HandleInbound stores the message durably and queues it; it returns
 	// once the message is safe, not when it has been answered.
 	HandleInbound(ctx context.Context, in Inbound) error

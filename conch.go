@@ -63,9 +63,13 @@ func (u UserKey) String() string { return string(u.Channel) + ":" + string(u.ID)
 type Inbound struct {
 	Key    ConversationKey
 	Sender UserID
-	// SenderName is a display name, if the channel has one.
+	// SenderName is a display name, if the channel has one. It is never
+	// used for admission (anyone can choose any display name).
 	SenderName string
-	Text       string
+	// SenderAliases are further verified identities of the sender that the
+	// allowlist may name instead of Sender (a Telegram @username).
+	SenderAliases []UserID
+	Text          string
 	// ExternalID is the channel's id for the message (Matrix event id, email
 	// Message-ID, …). The store refuses a second message with the same
 	// (channel, ExternalID), so a redelivery is never handled twice. Empty
@@ -150,4 +154,9 @@ type Outbound struct {
 	// Attachments are files sent with the message, for channels that
 	// implement AttachmentChannel; others get their names in Text.
 	Attachments []Attachment
+	// ID is a stable id of this message, the same when it is sent again
+	// after a restart (a turn's answer re-delivered on resume). Channels
+	// whose service deduplicates by an id (a Matrix transaction id) use it,
+	// so a resend is idempotent; empty means the message has none.
+	ID string
 }

@@ -3,6 +3,7 @@ package conch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -13,8 +14,10 @@ type Event struct {
 	Key ConversationKey
 	// Turn is the turn the event belongs to; 0 when it is about none.
 	Turn TurnID
-	// Seq orders one conversation's events: 1, 2, 3, … without gaps, so a
-	// subscriber that saw n resumes after n.
+	// Seq orders one conversation's kept events: 1, 2, 3, … without gaps,
+	// so a subscriber that saw n resumes after n. An ephemeral event (see
+	// Ephemeral) carries the Seq of the kept event before it and is never
+	// replayed.
 	Seq  int64
 	At   time.Time
 	Data EventData
@@ -138,4 +141,67 @@ type EventSource interface {
 	Subscribe(ctx context.Context, key ConversationKey, after int64) (<-chan Event, error)
 	// LastSeq is the Seq of the conversation's newest event (0 for none).
 	LastSeq(ctx context.Context, key ConversationKey) (int64, error)
+}
+
+// DecodeEventData turns a stored payload back into its typed form.
+func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
+	var d EventData
+	switch typ {
+	case "message":
+		d = &MessageEvent{}
+	case "notice":
+		d = &NoticeEvent{}
+	case "text_delta":
+		d = &TextDelta{}
+	case "tool_started":
+		d = &ToolStarted{}
+	case "tool_finished":
+		d = &ToolFinished{}
+	case "tool_progress":
+		d = &ToolProgress{}
+	case "retry":
+		d = &RetryEvent{}
+	case "turn":
+		d = &TurnState{}
+	case "context":
+		d = &ContextUse{}
+	default:
+		return nil, Errorf(KindInvalid, "unknown event type %q", typ)
+	}
+	if err := json.Unmarshal(raw, d); err != nil {
+		return nil, fmt.Errorf("decode %s event: %w", typ, err)
+	}
+	// Hand back values, as publishers use them.
+	switch v := d.(type) {
+	case *MessageEvent:
+		return *v, nil
+	case *NoticeEvent:
+		return *v, nil
+	case *TextDelta:
+		return *v, nil
+	case *ToolStarted:
+		return *v, nil
+	case *ToolFinished:
+		return *v, nil
+	case *ToolProgress:
+		return *v, nil
+	case *RetryEvent:
+		return *v, nil
+	case *TurnState:
+		return *v, nil
+	case *ContextUse:
+		return *v, nil
+	}
+	return d, nil
+}
+
+// Ephemeral reports whether an event is only fanned out live and not kept
+// in the store: streamed model text and tool output, which the final answer
+// and the tool results supersede.
+func Ephemeral(d EventData) bool {
+	switch d.(type) {
+	case TextDelta, ToolProgress:
+		return true
+	}
+	return false
 }

@@ -59,7 +59,10 @@ func TestImportRules(t *testing.T) {
 		// Test helper packages are named like sqlitetest, agenttest.
 		return under(path, testOnly...) || strings.HasPrefix(path, "conch/") && strings.HasSuffix(path, "test")
 	}
-	concrete := []string{"conch/channel", "conch/llm", "conch/sandbox/docker", "conch/sqlite"}
+	// Concrete packages wrap one dependency each (a channel, a provider, a
+	// sandbox backend, the store, the host's disk and network); core
+	// packages reach them only through the root interfaces.
+	concrete := []string{"conch/channel", "conch/llm", "conch/sandbox", "conch/sqlite", "conch/spool", "conch/egress"}
 	core := []string{"conch/gateway", "conch/agent", "conch/tool", "conch/terminal"}
 	for _, p := range listPackages(t) {
 		switch {
@@ -80,6 +83,11 @@ func TestImportRules(t *testing.T) {
 			for _, d := range p.Deps {
 				if under(d, "conch/channel") && !under(d, own) {
 					t.Errorf("channel %s depends on channel %s; channels never import each other", p.ImportPath, d)
+				}
+				// A channel talks to the gateway through conch.Handler
+				// (admission, submission) and conch.EventSource only.
+				if under(d, "conch/gateway", "conch/agent", "conch/sqlite", "conch/sandbox") {
+					t.Errorf("channel %s depends on %s; channels see the gateway only through the root interfaces", p.ImportPath, d)
 				}
 			}
 		}

@@ -91,3 +91,14 @@ type Model interface {
 	Name() string
 	Generate(ctx context.Context, req ModelRequest) (ModelResponse, error)
 }
+
+// StreamingModel is a Model that can hand out its text as it is generated.
+// The agent loop uses it when a provider has it, so people see the answer
+// being written; the response it returns is the same as Generate's.
+type StreamingModel interface {
+	Model
+	// GenerateStream calls onText with each piece of text as it arrives
+	// (never concurrently), then returns the whole response. A failure is a
+	// *ModelError as for Generate; text already handed out may be partial.
+	GenerateStream(ctx context.Context, req ModelRequest, onText func(delta string)) (ModelResponse, error)
+}

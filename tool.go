@@ -19,6 +19,8 @@ type Tool interface {
 type ToolOutput struct {
 	Content string
 	IsError bool
+	// ExitCode is the exit status of the program a tool ran, if it ran one.
+	ExitCode *int
 }
 
 // ToolEnv is everything a tool may use, passed explicitly.

@@ -101,24 +101,8 @@ type Input struct {
 	// message and whatever the turn already produced before a restart.
 	History []conch.Message
 	Env     conch.ToolEnv
-	// Progress receives events as the turn runs; may be nil.
-	Progress func(Event)
-}
-
-// EventKind names a progress event.
-type EventKind string
-
-// Progress event kinds.
-const (
-	EventToolCall EventKind = "tool_call"
-	EventRetry    EventKind = "retry"
-	EventOutput   EventKind = "output"
-)
-
-// Event is progress of a turn, for the user to see.
-type Event struct {
-	Kind EventKind
-	Text string
+	// Events receives typed events as the turn runs; may be nil.
+	Events conch.EventSink
 }
 
 // StopReason says why a turn ended without a normal answer.
@@ -155,13 +139,13 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	if last := history[len(history)-1]; last.Role == conch.RoleAssistant && len(last.ToolCalls) == 0 && last.Text != "" {
 		return Result{Text: last.Text}, nil
 	}
-	progress := in.Progress
-	if progress == nil {
-		progress = func(Event) {}
+	emit := in.Events
+	if emit == nil {
+		emit = func(conch.EventData) {}
 	}
 	env := in.Env
 	if env.Progress == nil {
-		env.Progress = func(text string) { progress(Event{Kind: EventOutput, Text: text}) }
+		env.Progress = func(text string) { emit(conch.ToolProgress{Text: text}) }
 	}
 
 	var (
@@ -172,7 +156,7 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	for turn := 0; turn < a.opts.MaxTurns; turn++ {
 		resp, calls, err := a.generate(ctx, in.Turn, conch.ModelRequest{
 			System: system, Messages: history, Tools: a.specs, MaxTokens: a.opts.MaxTokens,
-		}, progress)
+		}, emit)
 		res.ModelCalls += calls
 		if err != nil {
 			return res, err
@@ -205,7 +189,7 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 					fmt.Sprintf("I stopped because I was about to repeat the same `%s` call twice in a row, which means I was stuck. Tell me how you would like to proceed.", call.Name))
 			}
 			lastCall = sig
-			out, err := a.runTool(ctx, in.Turn, env, call, progress)
+			out, err := a.runTool(ctx, in.Turn, env, call, emit)
 			if err != nil {
 				a.skipCalls(ctx, in.Turn, resp.ToolCalls[i:], "not run: the turn ended with an error")
 				return res, err
@@ -236,7 +220,7 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 // stop ends the turn through a breaker: the reason is recorded as a step and
 // the user's message is stored as the assistant's answer.
 func (a *Agent) stop(ctx context.Context, turn conch.TurnID, res Result, reason StopReason, text string) (Result, error) {
-	a.record(ctx, turn, conch.StepStopped, map[string]any{"reason": reason})
+	a.record(ctx, turn, conch.StepStopped, StoppedDetail{Reason: reason})
 	if err := a.opts.Recorder.AppendMessage(ctx, turn, conch.Message{Role: conch.RoleAssistant, Text: text}); err != nil {
 		return res, fmt.Errorf("record stop: %w", err)
 	}
@@ -257,20 +241,22 @@ func (a *Agent) skipCalls(ctx context.Context, turn conch.TurnID, calls []conch.
 }
 
 // generate calls the model, retrying transient failures with backoff.
-func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.ModelRequest, progress func(Event)) (conch.ModelResponse, int, error) {
+func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.ModelRequest, emit conch.EventSink) (conch.ModelResponse, int, error) {
 	for attempt := 1; ; attempt++ {
 		start := a.opts.Now()
-		resp, err := a.opts.Model.Generate(ctx, req)
+		resp, err := a.call(ctx, req, emit)
 		if err == nil {
-			a.record(ctx, turn, conch.StepModelCall, map[string]any{
-				"model": resp.Model, "duration_ms": a.opts.Now().Sub(start).Milliseconds(),
-				"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens,
-				"stop_reason": resp.StopReason, "tool_calls": len(resp.ToolCalls),
+			d := a.opts.Now().Sub(start)
+			a.record(ctx, turn, conch.StepModelCall, ModelCallDetail{
+				Model: resp.Model, DurationMS: d.Milliseconds(),
+				InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+				StopReason: resp.StopReason, ToolCalls: len(resp.ToolCalls),
 			})
+			emit(conch.ContextUse{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens})
 			return resp, attempt, nil
 		}
 		kind := classify(ctx, err)
-		a.record(ctx, turn, conch.StepModelError, map[string]any{"kind": kind, "error": err.Error(), "attempt": attempt})
+		a.record(ctx, turn, conch.StepModelError, ModelErrorDetail{Kind: kind, Error: err.Error(), Attempt: attempt})
 		if ctx.Err() != nil {
 			return resp, attempt, fmt.Errorf("model call: %w", context.Cause(ctx))
 		}
@@ -287,18 +273,30 @@ func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.Model
 			return resp, attempt, fmt.Errorf("model call: server asks to wait %s, longer than retry cap %s: %w", d, a.opts.Retry.Cap, err)
 		}
 		a.opts.Logger.Info("model call failed, retrying", "turn", turn, "attempt", attempt, "delay", d, "err", err)
-		progress(Event{Kind: EventRetry, Text: fmt.Sprintf("model unavailable (%s), retrying in %s (retry %d of %d)", shortErr(err), d.Round(time.Millisecond), attempt, a.opts.Retry.Max)})
+		emit(conch.RetryEvent{Attempt: attempt, Max: a.opts.Retry.Max, Delay: d, Reason: shortErr(err)})
 		if err := a.opts.Sleep(ctx, d); err != nil {
 			return resp, attempt, fmt.Errorf("model call: %w", context.Cause(ctx))
 		}
 	}
 }
 
+// call asks the model once, streaming its text as events when it can.
+func (a *Agent) call(ctx context.Context, req conch.ModelRequest, emit conch.EventSink) (conch.ModelResponse, error) {
+	if sm, ok := a.opts.Model.(conch.StreamingModel); ok {
+		return sm.GenerateStream(ctx, req, func(delta string) {
+			if delta != "" {
+				emit(conch.TextDelta{Text: delta})
+			}
+		})
+	}
+	return a.opts.Model.Generate(ctx, req)
+}
+
 // runTool runs one call. Unknown tools and bad arguments are failures the
 // model reads; a Go error from the tool ends the turn.
-func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, call conch.ToolCall, progress func(Event)) (conch.ToolOutput, error) {
-	a.record(ctx, turn, conch.StepToolCall, map[string]any{"id": call.ID, "name": call.Name, "arguments": json.RawMessage(orEmptyObject(call.Arguments))})
-	progress(Event{Kind: EventToolCall, Text: describeCall(call)})
+func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, call conch.ToolCall, emit conch.EventSink) (conch.ToolOutput, error) {
+	a.record(ctx, turn, conch.StepToolCall, ToolCallDetail{ID: call.ID, Name: call.Name, Arguments: json.RawMessage(orEmptyObject(call.Arguments))})
+	emit(conch.ToolStarted{CallID: call.ID, Name: call.Name, Summary: describeCall(call)})
 	start := a.opts.Now()
 	var out conch.ToolOutput
 	var err error
@@ -311,11 +309,13 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 	default:
 		out, err = tool.Run(ctx, env, orEmptyObject(call.Arguments))
 	}
-	detail := map[string]any{"id": call.ID, "name": call.Name, "duration_ms": a.opts.Now().Sub(start).Milliseconds(), "is_error": out.IsError, "bytes": len(out.Content)}
+	took := a.opts.Now().Sub(start)
+	detail := ToolResultDetail{ID: call.ID, Name: call.Name, DurationMS: took.Milliseconds(), IsError: out.IsError, Bytes: len(out.Content), ExitCode: out.ExitCode}
 	if err != nil {
-		detail["error"] = err.Error()
+		detail.Error = err.Error()
 	}
 	a.record(ctx, turn, conch.StepToolResult, detail)
+	emit(conch.ToolFinished{CallID: call.ID, Name: call.Name, Duration: took, IsError: out.IsError || err != nil, ExitCode: out.ExitCode, Summary: clip(firstLine(out.Content), 200)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return out, fmt.Errorf("tool %s: %w", call.Name, context.Cause(ctx))
@@ -336,7 +336,7 @@ func (a *Agent) toolNames() []string {
 
 // record stores a step; a failure to record is logged, not fatal, because
 // the messages that matter for resumption are stored separately.
-func (a *Agent) record(ctx context.Context, turn conch.TurnID, kind conch.StepKind, detail map[string]any) {
+func (a *Agent) record(ctx context.Context, turn conch.TurnID, kind conch.StepKind, detail any) {
 	b, err := json.Marshal(detail)
 	if err != nil {
 		a.opts.Logger.Error("encode step", "kind", kind, "err", err)

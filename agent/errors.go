@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/internal/backoff"
 )
 
 // classify returns the kind of a model failure. Providers report
@@ -57,17 +58,13 @@ type RetryPolicy struct {
 }
 
 // delay returns the wait before retry number n (1-based): the server's
-// Retry-After when given, else Base·2^(n-1) with jitter in [d/2, d].
+// Retry-After when given, else the shared backoff (Base·2^(n-1), capped,
+// jitter in [d/2, d]).
 func (p RetryPolicy) delay(n int, serverWants time.Duration, rnd func() float64) time.Duration {
 	if serverWants > 0 {
 		return serverWants
 	}
-	d := p.Base << (n - 1)
-	if d <= 0 || d > p.Cap {
-		d = p.Cap
-	}
-	half := d / 2
-	return half + time.Duration(rnd()*float64(d-half))
+	return backoff.Policy{Base: p.Base, Cap: p.Cap, Rand: rnd}.Delay(n)
 }
 
 func defaultRand() float64 { return rand.Float64() }

@@ -299,50 +299,75 @@ func (s *lineSplitter) feed(chunk []byte, f func(string)) {
 	}
 }
 
-// Bridges keeps one Bridge per sandbox, started on first use and again
-// when the previous one ended (the sandbox restarted).
+// Bridges keeps one Bridge per conversation, started on first use and
+// again when the previous one ended (the sandbox restarted) or the
+// conversation's sandbox changed. Release closes a conversation's bridge.
 type Bridges struct {
 	p *Proxy
 	o BridgeOptions
 
 	mu sync.Mutex
-	m  map[string]*Bridge
+	m  map[conch.ConversationKey]bridgeEntry
 }
+
+type bridgeEntry struct {
+	b    *Bridge
+	sbID string
+}
+
+var _ conch.Releaser = (*Bridges)(nil)
 
 // NewBridges returns Bridges to p.
 func NewBridges(p *Proxy, o BridgeOptions) *Bridges {
-	return &Bridges{p: p, o: o, m: map[string]*Bridge{}}
+	return &Bridges{p: p, o: o, m: map[conch.ConversationKey]bridgeEntry{}}
 }
 
-// ProxyURL returns the HTTPS_PROXY value for sb, starting its bridge if
-// needed. It fits terminal.CoderOptions.Egress.
-func (bs *Bridges) ProxyURL(ctx context.Context, sb conch.Sandbox) (string, error) {
+// ProxyURL returns the HTTPS_PROXY value for sb, the sandbox of the
+// conversation key, starting its bridge if needed. It fits
+// coder.Options.Egress.
+func (bs *Bridges) ProxyURL(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
-	if b := bs.m[sb.ID()]; b != nil {
+	if e, ok := bs.m[key]; ok {
 		select {
-		case <-b.done:
-			b.Close()
+		case <-e.b.done:
 		default:
-			return b.ProxyURL(), nil
+			if e.sbID == sb.ID() {
+				return e.b.ProxyURL(), nil
+			}
 		}
+		e.b.Close()
+		delete(bs.m, key)
 	}
 	b, err := StartBridge(ctx, sb, bs.p, bs.o)
 	if err != nil {
 		return "", err
 	}
-	bs.m[sb.ID()] = b
+	bs.m[key] = bridgeEntry{b: b, sbID: sb.ID()}
 	return b.ProxyURL(), nil
+}
+
+// Release implements conch.Releaser: it closes the conversation's bridge
+// and forgets it.
+func (bs *Bridges) Release(_ context.Context, key conch.ConversationKey) error {
+	bs.mu.Lock()
+	e, ok := bs.m[key]
+	delete(bs.m, key)
+	bs.mu.Unlock()
+	if ok {
+		return e.b.Close()
+	}
+	return nil
 }
 
 // Close closes every bridge.
 func (bs *Bridges) Close() error {
 	bs.mu.Lock()
 	m := bs.m
-	bs.m = map[string]*Bridge{}
+	bs.m = map[conch.ConversationKey]bridgeEntry{}
 	bs.mu.Unlock()
-	for _, b := range m {
-		b.Close()
+	for _, e := range m {
+		e.b.Close()
 	}
 	return nil
 }

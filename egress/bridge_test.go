@@ -67,3 +67,37 @@ func TestBridgeCarriesSandboxConnections(t *testing.T) {
 		}
 	})
 }
+
+// TestBridgesRelease: a conversation's bridge is reused while it lives and
+// closed by Release (conch.Releaser), after which its port refuses
+// connections and the next ProxyURL starts a new one.
+func TestBridgesRelease(t *testing.T) {
+	b := terminaltest.Host(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bs := egress.NewBridges(egress.New(egress.Options{Hosts: []string{"localhost"}}), egress.BridgeOptions{Dir: b.Opts.RunDir})
+	t.Cleanup(func() { bs.Close() })
+	key := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "release"}
+	u1, err := bs.ProxyURL(ctx, key, b.SB)
+	if err != nil {
+		t.Fatalf("ProxyURL: %v", err)
+	}
+	if u, err := bs.ProxyURL(ctx, key, b.SB); err != nil || u != u1 {
+		t.Fatalf("ProxyURL again: got %q, %v; want the same bridge %q", u, err, u1)
+	}
+	if err := bs.Release(ctx, key); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	port := strings.TrimPrefix(u1, "http://127.0.0.1:")
+	res, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"python3", "-c",
+		"import socket, sys\ntry:\n    socket.create_connection(('127.0.0.1', int(sys.argv[1])), 5)\n    print('open')\nexcept OSError:\n    print('refused')", port}, Timeout: 30 * time.Second})
+	if err != nil || strings.TrimSpace(string(res.Output)) != "refused" {
+		t.Fatalf("the released bridge's port: got %q, %v; want refused", res.Output, err)
+	}
+	if err := bs.Release(ctx, key); err != nil {
+		t.Errorf("Release twice: %v", err)
+	}
+	if _, err := bs.ProxyURL(ctx, key, b.SB); err != nil {
+		t.Fatalf("ProxyURL after Release: %v", err)
+	}
+}

@@ -60,7 +60,7 @@ func (g *Gateway) command(ctx context.Context, in conch.Inbound, cmd command) er
 	case "status":
 		text = g.status(ctx, in.Key)
 	}
-	g.send(ctx, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: text, InReplyTo: in.ExternalID, Thread: in.Thread})
+	g.send(ctx, 0, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: text, InReplyTo: in.ExternalID, Thread: in.Thread})
 	return nil
 }
 
@@ -84,11 +84,11 @@ func (g *Gateway) reset(ctx context.Context, key conch.ConversationKey) (string,
 		return "", fmt.Errorf("reset %s: %w", key, err)
 	}
 	text := "Conversation reset: I have forgotten it."
+	if err := g.release(ctx, key); err != nil {
+		g.log.Error("release conversation on reset", "conversation", key, "err", err)
+		return text + " Removing its computer failed; the operator has been told in the logs.", nil
+	}
 	if g.opts.Runtime != nil {
-		if err := g.opts.Runtime.Remove(ctx, key); err != nil {
-			g.log.Error("remove sandbox on reset", "conversation", key, "err", err)
-			return text + " Removing its computer failed; the operator has been told in the logs.", nil
-		}
 		text = "Conversation reset: I have forgotten it and removed its computer."
 	}
 	return text, nil

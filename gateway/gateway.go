@@ -6,15 +6,17 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"conch"
 	"conch/agent"
+	"conch/internal/backoff"
 )
 
 // Store is what the gateway persists. conch.Store satisfies it.
@@ -50,11 +52,24 @@ type Options struct {
 	// MaxAttempts is how often a turn is tried in all, counting attempts
 	// interrupted by a crash (default 3).
 	MaxAttempts int
+	// Releasers hold something per conversation (terminals, egress
+	// bridges); a reset or a closed conversation releases it in each.
+	Releasers []conch.Releaser
+	// Attachments keeps received files until their turn copies them into
+	// the workspace; without it files are refused with a notice.
+	Attachments conch.AttachmentStore
+	// MaxAttachmentBytes caps one received file (default conch.MaxAttachmentSize).
+	MaxAttachmentBytes int64
+	// Events keeps every conversation's events; nil keeps them in memory.
+	Events EventLog
 	// ProgressInterval is the least time between two progress messages of
 	// a turn on channels that cannot edit (default 2s).
 	ProgressInterval time.Duration
-	Logger           *slog.Logger
-	Now              func() time.Time
+	// EditInterval is the least time between two edits of a progress
+	// message on channels that edit in place (default 1s).
+	EditInterval time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Gateway is the router. Create it with New, then call Run.
@@ -62,6 +77,11 @@ type Gateway struct {
 	opts     Options
 	channels map[conch.ChannelName]conch.Channel
 	log      *slog.Logger
+	hub      *Hub
+
+	// salt makes outbound ids unique to this store (turn ids restart
+	// with a new store; a homeserver remembers transaction ids).
+	salt string
 
 	mu    sync.Mutex
 	ctx   context.Context // lifetime of Run; nil before Run
@@ -93,7 +113,14 @@ func (g *Gateway) seenCommand(ctx context.Context, in conch.Inbound) bool {
 	return false
 }
 
-var _ conch.Handler = (*Gateway)(nil)
+var (
+	_ conch.Handler             = (*Gateway)(nil)
+	_ conch.Submitter           = (*Gateway)(nil)
+	_ conch.ConversationControl = (*Gateway)(nil)
+)
+
+// Events is the hub that fans out every conversation's events.
+func (g *Gateway) Events() *Hub { return g.hub }
 
 // New returns a Gateway.
 func New(opts Options) (*Gateway, error) {
@@ -105,6 +132,12 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 2 * time.Second
+	}
+	if opts.EditInterval <= 0 {
+		opts.EditInterval = time.Second
+	}
+	if opts.MaxAttachmentBytes <= 0 {
+		opts.MaxAttachmentBytes = conch.MaxAttachmentSize
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -118,6 +151,7 @@ func New(opts Options) (*Gateway, error) {
 		log:      opts.Logger,
 		convs:    make(map[conch.ConversationKey]*conversation),
 	}
+	g.hub = NewHub(opts.Events, opts.Logger, opts.Now)
 	g.idle = sync.NewCond(&g.mu)
 	for _, ch := range opts.Channels {
 		if _, dup := g.channels[ch.Name()]; dup {
@@ -143,6 +177,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.ctx = ctx
 	g.mu.Unlock()
 
+	if err := g.loadSalt(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	if err := g.resume(ctx); err != nil {
 		if ctx.Err() != nil {
 			g.wg.Wait()
@@ -201,71 +241,6 @@ func (g *Gateway) busyLocked() bool {
 	return false
 }
 
-// HandleInbound implements conch.Handler: allowlist, commands, then the
-// message is stored and queued. It returns once the message is durable.
-func (g *Gateway) HandleInbound(ctx context.Context, in conch.Inbound) error {
-	if in.Key.IsZero() || in.Key.ID == "" {
-		return conch.Errorf(conch.KindInvalid, "message without a conversation")
-	}
-	if al, ok := g.opts.Allow[in.Key.Channel]; !ok || !al.Allows(in.Sender) {
-		// Unknown senders get nothing at all.
-		g.log.Debug("dropped message from sender not on the allowlist", "channel", in.Key.Channel, "sender", in.Sender)
-		return nil
-	}
-	if in.ReceivedAt.IsZero() {
-		in.ReceivedAt = g.opts.Now()
-	}
-	if cmd, ok := parseCommand(in.Text); ok {
-		if g.seenCommand(ctx, in) {
-			g.log.Info("ignored redelivered command", "conversation", in.Key, "external_id", in.ExternalID)
-			return nil
-		}
-		return g.command(ctx, in, cmd)
-	}
-	if strings.TrimSpace(in.Text) == "" {
-		g.log.Info("ignored empty message", "conversation", in.Key, "sender", in.Sender)
-		return nil
-	}
-	turn, dup, err := g.opts.Store.AddInbound(ctx, in)
-	if err != nil {
-		return fmt.Errorf("store inbound: %w", err)
-	}
-	if dup {
-		g.log.Info("ignored redelivered message", "conversation", in.Key, "external_id", in.ExternalID, "turn", turn.ID)
-		return nil
-	}
-	pos, err := g.enqueue(turn)
-	if err != nil {
-		return err
-	}
-	if pos > 0 {
-		g.send(ctx, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: fmt.Sprintf("queued (position %d)", pos), InReplyTo: in.ExternalID, Thread: in.Thread})
-	}
-	return nil
-}
-
-// ConversationClosed implements conch.Handler: the worker is stopped, queued
-// turns are dropped and the sandbox removed.
-func (g *Gateway) ConversationClosed(ctx context.Context, key conch.ConversationKey) error {
-	g.mu.Lock()
-	c := g.convs[key]
-	delete(g.convs, key)
-	g.mu.Unlock()
-	if c != nil {
-		c.close(errClosed)
-	}
-	if err := g.opts.Store.ResetConversation(ctx, key); err != nil {
-		return fmt.Errorf("close %s: %w", key, err)
-	}
-	if g.opts.Runtime != nil {
-		if err := g.opts.Runtime.Remove(ctx, key); err != nil {
-			return fmt.Errorf("close %s: remove sandbox: %w", key, err)
-		}
-	}
-	g.log.Info("conversation closed", "conversation", key)
-	return nil
-}
-
 // resume queues the turns a previous run left unfinished, oldest first.
 func (g *Gateway) resume(ctx context.Context) error {
 	turns, err := g.opts.Store.UnfinishedTurns(ctx)
@@ -283,8 +258,11 @@ func (g *Gateway) resume(ctx context.Context) error {
 	return nil
 }
 
+// alreadyQueued is enqueue's position for a turn that was queued already.
+const alreadyQueued = -1
+
 // enqueue adds a turn to its conversation's queue and returns its position
-// among waiting turns (0 = runs now).
+// among waiting turns (0 = runs now, alreadyQueued = it was there).
 func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -295,6 +273,16 @@ func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 	if c == nil {
 		c = &conversation{g: g, key: t.Key}
 		g.convs[t.Key] = c
+	}
+	// A message stored while resume reads the unfinished turns reaches
+	// here twice (from resume and from its submission): once is enough.
+	if c.cur != nil && c.cur.turn.ID == t.ID {
+		return alreadyQueued, nil
+	}
+	for _, q := range c.queue {
+		if q.ID == t.ID {
+			return alreadyQueued, nil
+		}
 	}
 	c.queue = append(c.queue, t)
 	if c.busy {
@@ -313,27 +301,76 @@ func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 }
 
 // send delivers a message, logging failures: a reply that cannot be
-// delivered must not take the worker down.
-func (g *Gateway) send(ctx context.Context, out conch.Outbound) bool {
+// delivered must not take the worker down. Replies and notices are
+// published as events first, so subscribers (the web chat, the dashboard)
+// see them even when the channel is down.
+func (g *Gateway) send(ctx context.Context, turn conch.TurnID, out conch.Outbound) bool {
+	switch out.Kind {
+	case conch.OutboundReply:
+		g.hub.Publish(ctx, out.Key, turn, conch.MessageEvent{Role: conch.RoleAssistant, Text: out.Text, Attachments: out.Attachments})
+	case conch.OutboundNotice:
+		g.hub.Publish(ctx, out.Key, turn, conch.NoticeEvent{Text: out.Text})
+	}
 	ch, ok := g.channels[out.Key.Channel]
 	if !ok {
 		g.log.Error("no channel for conversation", "conversation", out.Key)
 		return false
 	}
-	var err error
-	for attempt := range 3 {
-		if err = ch.Send(ctx, out); err == nil {
-			return true
+	policy := backoff.Policy{Base: 500 * time.Millisecond, Max: 2}
+	err := policy.Retry(ctx, func(ctx context.Context, _ int) error {
+		if len(out.Attachments) > 0 {
+			if ac, ok := ch.(conch.AttachmentChannel); ok {
+				return ac.SendAttachments(ctx, out)
+			}
+			out.Text = joinText(out.Text, conch.DescribeAttachments(out.Attachments))
+			out.Attachments = nil
 		}
-		if ctx.Err() != nil {
-			break
+		return ch.Send(ctx, out)
+	}, func(attempt int, err error, _ time.Duration) {
+		g.log.Warn("send failed", "conversation", out.Key, "kind", out.Kind, "attempt", attempt, "err", err)
+	})
+	if err != nil {
+		g.log.Error("message not delivered", "conversation", out.Key, "kind", out.Kind, "err", err)
+		return false
+	}
+	return true
+}
+
+// joinText appends note to text with a blank line between.
+func joinText(text, note string) string {
+	switch {
+	case note == "":
+		return text
+	case text == "":
+		return note
+	}
+	return text + "\n\n" + note
+}
+
+// outboundSaltCursor names the store's outbound id salt.
+const outboundSaltCursor = "gateway:outbound-salt"
+
+// loadSalt reads the store's outbound id salt, creating it on first use.
+func (g *Gateway) loadSalt(ctx context.Context) error {
+	salt, err := g.opts.Store.Cursor(ctx, outboundSaltCursor)
+	if err != nil {
+		return fmt.Errorf("outbound ids: %w", err)
+	}
+	if salt == "" {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("outbound ids: %w", err)
 		}
-		g.log.Warn("send failed", "conversation", out.Key, "kind", out.Kind, "attempt", attempt+1, "err", err)
-		select {
-		case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
-		case <-ctx.Done():
+		salt = hex.EncodeToString(b[:])
+		if err := g.opts.Store.SetCursor(ctx, outboundSaltCursor, salt); err != nil {
+			return fmt.Errorf("outbound ids: %w", err)
 		}
 	}
-	g.log.Error("message not delivered", "conversation", out.Key, "kind", out.Kind, "err", err)
-	return false
+	g.salt = salt
+	return nil
+}
+
+// outboundID is the stable id of a turn's message of a kind.
+func (g *Gateway) outboundID(turn conch.TurnID, kind conch.OutboundKind) string {
+	return fmt.Sprintf("conch.%s.t%d.%s", g.salt, turn, kind)
 }

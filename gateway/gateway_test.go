@@ -31,6 +31,12 @@ type env struct {
 
 func newEnv(t *testing.T, db *sqlite.DB) *env {
 	t.Helper()
+	return newEnvWith(t, db, nil)
+}
+
+// newEnvWith is newEnv with the gateway's options adjusted by opt.
+func newEnvWith(t *testing.T, db *sqlite.DB, opt func(*Options)) *env {
+	t.Helper()
 	if db == nil {
 		db = sqlitetest.MustOpenMemory(t)
 	}
@@ -43,10 +49,14 @@ func newEnv(t *testing.T, db *sqlite.DB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.gw, err = New(Options{
-		Store: db, Agent: ag, Channels: []conch.Channel{e.ch}, Facts: db,
+	o := Options{
+		Store: db, Agent: ag, Channels: []conch.Channel{e.ch}, Facts: db, Events: db,
 		Allow: map[conch.ChannelName]Allowlist{cli: NewAllowlist("alice", "bob")},
-	})
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	e.gw, err = New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

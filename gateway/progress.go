@@ -2,49 +2,69 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"conch"
-	"conch/agent"
 )
 
 // maxProgressLines bounds an edited-in-place progress message.
 const maxProgressLines = 12
 
-// progress forwards a turn's progress events to its channel: edited in place
-// where the channel can edit, otherwise as messages at most one per
-// ProgressInterval, coalescing what arrives in between.
+// progress shows a turn's events on its channel: edited in place where the
+// channel can edit, otherwise as messages. It is conch's one progress
+// throttle: at most one update per interval, coalescing what arrives in
+// between. Sending happens on its own goroutine, never under its lock, so a
+// slow channel holds up neither the turn nor the hub.
 type progress struct {
-	g    *Gateway
-	key  conch.ConversationKey
-	turn conch.Turn
+	g        *Gateway
+	key      conch.ConversationKey
+	turn     conch.Turn
+	ch       conch.Channel
+	editing  conch.EditingChannel
+	interval time.Duration
 
 	mu      sync.Mutex
-	lines   []string // shown (editing) or pending (not editing)
-	ref     *conch.MessageRef
-	last    time.Time
-	timer   *time.Timer
+	lines   []string // the window shown (editing) or the lines not yet sent
+	pending bool     // lines changed since the last send
 	closed  bool
-	editing conch.EditingChannel
+	wake    chan struct{} // something to show
+	stop    chan struct{} // closed by close
+	done    chan struct{} // closed when run returned
 }
 
 func newProgress(g *Gateway, key conch.ConversationKey, t conch.Turn) *progress {
-	p := &progress{g: g, key: key, turn: t}
-	p.editing, _ = g.channels[key.Channel].(conch.EditingChannel)
+	p := &progress{g: g, key: key, turn: t, ch: g.channels[key.Channel], interval: g.opts.ProgressInterval,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	p.editing, _ = p.ch.(conch.EditingChannel)
+	if p.editing != nil {
+		p.interval = g.opts.EditInterval
+	}
+	go p.run()
 	return p
 }
 
-func (p *progress) event(ev agent.Event) {
-	var line string
-	switch ev.Kind {
-	case agent.EventToolCall:
-		line = "⚙ " + ev.Text
-	case agent.EventRetry:
-		line = "↻ " + ev.Text
-	default:
-		line = ev.Text
+// progressLine is how an event reads in a progress message; "" for events
+// that are not shown there.
+func progressLine(d conch.EventData) string {
+	switch e := d.(type) {
+	case conch.ToolStarted:
+		return "⚙ " + e.Summary
+	case conch.RetryEvent:
+		return fmt.Sprintf("↻ model unavailable (%s), retrying in %s (retry %d of %d)", e.Reason, e.Delay.Round(time.Millisecond), e.Attempt, e.Max)
+	case conch.ToolProgress:
+		return e.Text
+	}
+	return ""
+}
+
+// add takes one event of the turn.
+func (p *progress) add(d conch.EventData) {
+	line := progressLine(d)
+	if line == "" || p.ch == nil {
+		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -55,65 +75,97 @@ func (p *progress) event(ev agent.Event) {
 	if p.editing != nil && len(p.lines) > maxProgressLines {
 		p.lines = p.lines[len(p.lines)-maxProgressLines:]
 	}
-	wait := p.g.opts.ProgressInterval - p.g.opts.Now().Sub(p.last)
-	if wait <= 0 {
-		p.flushLocked()
-		return
-	}
-	if p.timer == nil {
-		p.timer = time.AfterFunc(wait, func() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.timer = nil
-			if !p.closed {
-				p.flushLocked()
-			}
-		})
+	p.pending = true
+	select {
+	case p.wake <- struct{}{}:
+	default:
 	}
 }
 
-// flushLocked shows the pending lines. Called with p.mu held; sending
-// happens under the lock so messages keep their order.
-func (p *progress) flushLocked() {
-	if len(p.lines) == 0 {
-		return
-	}
-	// Progress is best effort: a slow channel must not hold up the turn
-	// (this runs on the agent's goroutine) for long.
-	ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
-	defer cancel()
-	p.last = p.g.opts.Now()
-	text := strings.Join(p.lines, "\n")
-	out := conch.Outbound{Key: p.key, Kind: conch.OutboundProgress, Text: text, InReplyTo: p.turn.Inbound.ExternalID, Thread: p.turn.Inbound.Thread}
-	if p.editing != nil {
-		if p.ref != nil {
-			if err := p.editing.Edit(ctx, *p.ref, text); err == nil {
-				return
+// run sends updates until close, then what is still pending.
+func (p *progress) run() {
+	defer close(p.done)
+	var last time.Time
+	var ref *conch.MessageRef
+	for {
+		select {
+		case <-p.wake:
+		case <-p.stop:
+		}
+		// The interval holds for the last update too: channels limit edits
+		// (a Telegram chat about one a second), so the answer may wait for
+		// up to one interval behind a pending line.
+		if wait := p.interval - p.g.opts.Now().Sub(last); !last.IsZero() && wait > 0 {
+			p.mu.Lock()
+			pending := p.pending
+			p.mu.Unlock()
+			if pending {
+				time.Sleep(wait)
 			}
 		}
-		ref, err := p.editing.SendEditable(ctx, out)
-		if err == nil {
-			p.ref = &ref
+		p.mu.Lock()
+		text, ok, closed := p.takeLocked()
+		p.mu.Unlock()
+		if ok {
+			last = p.g.opts.Now()
+			ref = p.send(text, ref)
+		}
+		if closed {
 			return
 		}
-		p.g.log.Debug("progress not delivered", "conversation", p.key, "err", err)
-		return
-	}
-	p.lines = nil
-	if err := p.g.channels[p.key.Channel].Send(ctx, out); err != nil {
-		p.g.log.Debug("progress not delivered", "conversation", p.key, "err", err)
 	}
 }
 
-// close stops further progress and shows what is still pending, so a
-// coalesced line (a retry, a tool call) is never lost before the answer.
+// takeLocked returns the text to send now, if any.
+func (p *progress) takeLocked() (text string, ok, closed bool) {
+	closed = p.closed
+	if !p.pending {
+		return "", false, closed
+	}
+	p.pending = false
+	text = strings.Join(p.lines, "\n")
+	if p.editing == nil {
+		p.lines = nil
+	}
+	return text, true, closed
+}
+
+// send shows text: an edit of the message at ref, or a new message.
+func (p *progress) send(text string, ref *conch.MessageRef) *conch.MessageRef {
+	// Progress is best effort: bounded, and never the turn's business.
+	ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
+	defer cancel()
+	out := conch.Outbound{Key: p.key, Kind: conch.OutboundProgress, Text: text, InReplyTo: p.turn.Inbound.ExternalID, Thread: p.turn.Inbound.Thread}
+	if p.editing != nil {
+		if ref != nil {
+			if err := p.editing.Edit(ctx, *ref, text); err == nil {
+				return ref
+			}
+		}
+		r, err := p.editing.SendEditable(ctx, out)
+		if err != nil {
+			p.g.log.Debug("progress not delivered", "conversation", p.key, "err", err)
+			return ref
+		}
+		return &r
+	}
+	if err := p.ch.Send(ctx, out); err != nil {
+		p.g.log.Debug("progress not delivered", "conversation", p.key, "err", err)
+	}
+	return nil
+}
+
+// close stops further progress and waits until what is pending was shown,
+// so a coalesced line (a retry, a tool call) is never lost before the answer.
 func (p *progress) close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-		p.flushLocked()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.done
+		return
 	}
+	p.closed = true
+	p.mu.Unlock()
+	close(p.stop)
+	<-p.done
 }

@@ -117,7 +117,8 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 		if err := g.opts.Store.FinishTurn(ctx, t.ID, conch.TurnAbandoned, "too_many_attempts"); err != nil {
 			log.Error("record abandoned turn", "err", err)
 		}
-		g.send(ctx, c.reply(t, conch.OutboundNotice, fmt.Sprintf(
+		g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnAbandoned, Reason: "too_many_attempts"})
+		g.send(ctx, t.ID, c.reply(t, conch.OutboundNotice, fmt.Sprintf(
 			"I could not finish your message (“%s”) after %d attempts, so I gave up on it. Send it again if you still need it.",
 			clip(t.Inbound.Text, 80), t.Attempts)))
 		return
@@ -130,6 +131,8 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	if t.Attempts > 1 {
 		log.Info("resuming interrupted turn", "attempt", t.Attempts)
 	}
+	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning})
+	c.deliverFiles(ctx, t, log)
 	history, err := g.opts.Store.History(ctx, c.key)
 	if err != nil {
 		c.fail(ctx, t, log, fmt.Errorf("load history: %w", err))
@@ -142,6 +145,10 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 
 	stopTyping := c.typing(ctx)
 	prog := newProgress(g, c.key, t)
+	events := func(d conch.EventData) {
+		g.hub.Publish(ctx, c.key, t.ID, d)
+		prog.add(d)
+	}
 	res, err := g.opts.Agent.Run(ctx, agent.Input{
 		Turn:    t.ID,
 		History: history,
@@ -151,7 +158,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 			Sandboxes:    g.sandboxes(),
 			Facts:        g.opts.Facts,
 		},
-		Progress: prog.event,
+		Events: events,
 	})
 	prog.close()
 	stopTyping()
@@ -168,21 +175,18 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 		// A /stop or shutdown from here on must not lose the answer.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
 		defer cancel()
-		g.send(dctx, c.reply(t, conch.OutboundReply, res.Text))
+		g.send(dctx, t.ID, c.reply(t, conch.OutboundReply, res.Text))
 		status, reason := conch.TurnDone, ""
 		if res.Stopped != agent.StopNone {
 			status, reason = conch.TurnStopped, string(res.Stopped)
 		}
-		if err := g.opts.Store.FinishTurn(dctx, t.ID, status, reason); err != nil {
-			log.Error("finish turn", "err", err)
-		}
+		c.finish(dctx, t, log, status, reason)
 	case errors.Is(cause, errStopped):
 		log.Info("turn stopped by the user")
-		if err := g.opts.Store.FinishTurn(context.WithoutCancel(ctx), t.ID, conch.TurnStopped, "stopped_by_user"); err != nil {
-			log.Error("finish turn", "err", err)
-		}
+		c.finish(context.WithoutCancel(ctx), t, log, conch.TurnStopped, "stopped_by_user")
 	case errors.Is(cause, errReset), errors.Is(cause, errClosed):
 		log.Info("turn cancelled", "cause", cause)
+		g.hub.Publish(context.WithoutCancel(ctx), c.key, t.ID, conch.TurnState{Status: conch.TurnStopped, Reason: cause.Error()})
 	case ctx.Err() != nil:
 		// Shutdown: the turn stays running in the store and resumes at the next start.
 		log.Info("turn interrupted by shutdown; it resumes at the next start")
@@ -196,14 +200,51 @@ func (c *conversation) fail(ctx context.Context, t conch.Turn, log interface {
 	Error(string, ...any)
 }, err error) {
 	log.Error("turn failed", "kind", conch.KindOf(err), "err", err)
-	c.g.send(ctx, c.reply(t, conch.OutboundReply, conch.UserMessage(err)))
-	if err := c.g.opts.Store.FinishTurn(ctx, t.ID, conch.TurnStopped, "error_"+string(conch.KindOf(err))); err != nil {
+	c.g.send(ctx, t.ID, c.reply(t, conch.OutboundReply, conch.UserMessage(err)))
+	c.finish(ctx, t, log, conch.TurnStopped, "error_"+string(conch.KindOf(err)))
+}
+
+// finish records the end of a turn and tells subscribers.
+func (c *conversation) finish(ctx context.Context, t conch.Turn, log interface {
+	Error(string, ...any)
+}, status conch.TurnStatus, reason string) {
+	if err := c.g.opts.Store.FinishTurn(ctx, t.ID, status, reason); err != nil {
 		log.Error("finish turn", "err", err)
+	}
+	c.g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: status, Reason: reason})
+}
+
+// deliverFiles copies the turn's received files from the spool into the
+// conversation's workspace. A file that cannot be copied is logged and
+// reported as progress; the turn goes on (the model finds it missing).
+func (c *conversation) deliverFiles(ctx context.Context, t conch.Turn, log interface {
+	Warn(string, ...any)
+}) {
+	g := c.g
+	if len(t.Inbound.Attachments) == 0 || g.opts.Runtime == nil || g.opts.Attachments == nil {
+		return
+	}
+	sb, err := g.opts.Runtime.Sandbox(ctx, c.key)
+	if err != nil {
+		log.Warn("received files not copied: no sandbox", "err", err)
+		return
+	}
+	for _, a := range t.Inbound.Attachments {
+		if a.Ref == "" || a.Path == "" {
+			continue
+		}
+		if err := copyFile(ctx, g.opts.Attachments, sb, a); err != nil {
+			log.Warn("received file not copied", "file", a.Path, "err", err)
+		}
 	}
 }
 
+// reply is a turn's answer or notice. Its ID is the same each time the turn
+// is delivered, so a re-delivery after a crash is idempotent on channels
+// that deduplicate.
 func (c *conversation) reply(t conch.Turn, kind conch.OutboundKind, text string) conch.Outbound {
-	return conch.Outbound{Key: c.key, Kind: kind, Text: text, InReplyTo: t.Inbound.ExternalID, Thread: t.Inbound.Thread}
+	return conch.Outbound{Key: c.key, Kind: kind, Text: text, InReplyTo: t.Inbound.ExternalID, Thread: t.Inbound.Thread,
+		ID: c.g.outboundID(t.ID, kind)}
 }
 
 // typing shows the typing indicator on channels that have one, until the

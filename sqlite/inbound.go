@@ -31,6 +31,7 @@ type inboundReq struct {
 	ctx  context.Context
 	in   conch.Inbound
 	refs string // JSON of in.Thread.References, "" when none
+	atts string // JSON of in.Attachments, "" when none
 	now  time.Time
 	// wake receives true when this caller is to write the next batch, false
 	// when its result is ready.
@@ -66,6 +67,11 @@ func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (conch.Turn, bool
 	if r.in.ReceivedAt.IsZero() {
 		r.in.ReceivedAt = r.now
 	}
+	atts, err := encodeAttachments(in.Attachments)
+	if err != nil {
+		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
+	}
+	r.atts = atts
 
 	q := &d.inbound
 	q.mu.Lock()
@@ -168,7 +174,7 @@ func (d *DB) addInboundTx(ctx context.Context, tx *sql.Tx, r *inboundReq) error 
 	}
 	var id int64
 	if err := tx.StmtContext(ctx, d.ws.addTurn).QueryRowContext(ctx, convID, gen, in.Key.Channel, in.ExternalID, in.Sender, in.SenderName,
-		in.Thread.Subject, r.refs, nullMillis(in.ReceivedAt), millis(r.now)).Scan(&id); err != nil {
+		in.Thread.Subject, r.refs, nullMillis(in.ReceivedAt), millis(r.now), in.Origin.Kind, in.Origin.Ref, r.atts).Scan(&id); err != nil {
 		return err
 	}
 	if _, err := tx.StmtContext(ctx, d.ws.addUserMessage).ExecContext(ctx, convID, id, gen, in.Text, millis(r.now)); err != nil {
@@ -177,6 +183,12 @@ func (d *DB) addInboundTx(ctx context.Context, tx *sql.Tx, r *inboundReq) error 
 	in.ReceivedAt = normTime(in.ReceivedAt)
 	if len(in.Thread.References) == 0 {
 		in.Thread.References = nil
+	}
+	if len(in.Attachments) == 0 {
+		in.Attachments = nil
+	} else {
+		// What a stored turn reads back: no Open, which belongs to the channel.
+		in.Attachments, _ = decodeAttachments(r.atts)
 	}
 	r.t = conch.Turn{ID: conch.TurnID(id), Key: in.Key, Inbound: in, Status: conch.TurnPending, CreatedAt: normTime(r.now)}
 	return nil

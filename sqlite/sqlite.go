@@ -61,8 +61,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -307,6 +309,10 @@ func (d *DB) Close() error {
 
 // write runs fn in one IMMEDIATE transaction on the writer connection.
 func (d *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return d.diskFull(d.writeTx(ctx, fn))
+}
+
+func (d *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -326,6 +332,7 @@ func (d *DB) writeDurable(ctx context.Context, fn func(tx *sql.Tx) error) (err e
 	if !d.syncInbound {
 		return d.write(ctx, fn)
 	}
+	defer func() { err = d.diskFull(err) }()
 	conn, err := d.w.Conn(ctx)
 	if err != nil {
 		return err
@@ -349,6 +356,26 @@ func (d *DB) writeDurable(ctx context.Context, fn func(tx *sql.Tx) error) (err e
 		return err
 	}
 	return tx.Commit()
+}
+
+// sqliteFull is SQLITE_FULL: the disk (or the file system's quota) is full.
+const sqliteFull = 13
+
+// diskFull turns "database or disk is full" into an error that says where,
+// in words a person can act on; other errors pass unchanged.
+func (d *DB) diskFull(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sqlite.Error
+	if (errors.As(err, &se) && se.Code()&0xff == sqliteFull) || errors.Is(err, syscall.ENOSPC) {
+		where := filepath.Dir(d.path)
+		if d.path == "" || d.path == MemoryPath {
+			where = "the store"
+		}
+		return &conch.Error{Kind: conch.KindUnavailable, User: "disk full at " + where + ": free some space, then send the message again", Err: err}
+	}
+	return err
 }
 
 // millis is how times are stored.
@@ -417,4 +444,24 @@ func validKey(k conch.ConversationKey) error {
 func isBusy(err error) bool {
 	var se *sqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}
+
+// Backup writes a consistent copy of the whole store to path (which must not
+// exist) while conch keeps running: SQLite's VACUUM INTO reads one snapshot
+// and writes a compact database file, created 0600.
+func (d *DB) Backup(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err == nil {
+		return conch.Errorf(conch.KindInvalid, "backup %s: the file exists; give a new name", path)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("backup %s: %w", path, err)
+	}
+	f.Close()
+	// VACUUM INTO wants an empty or absent file; keep ours for its mode.
+	if _, err := d.r.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
+		os.Remove(path)
+		return fmt.Errorf("backup %s: %w", path, err)
+	}
+	return nil
 }

@@ -17,12 +17,15 @@ type writeStmts struct {
 	turnByID, turnByExternalID, startTurn, finishTurn          *sql.Stmt
 	appendMessage, recordStep, resetConversation               *sql.Stmt
 	stopUnfinished, remember, forget, setCursor, audit         *sql.Stmt
+	appendEvent                                                *sql.Stmt
 }
 
 // readStmts run on the reader pool.
 type readStmts struct {
 	turnByID, unfinishedTurns, history, steps, conversations *sql.Stmt
 	facts, cursor, auditSince                                *sql.Stmt
+	eventsSince, lastEventSeq                                *sql.Stmt
+	summaries, conversationTurns, auditAfter                 *sql.Stmt
 }
 
 type stmtSpec struct {
@@ -48,6 +51,7 @@ func (w *writeStmts) specs() []stmtSpec {
 		{&w.forget, sqlForget},
 		{&w.setCursor, sqlSetCursor},
 		{&w.audit, sqlAudit},
+		{&w.appendEvent, sqlAppendEvent},
 	}
 }
 
@@ -61,6 +65,11 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.facts, sqlFacts},
 		{&r.cursor, sqlCursor},
 		{&r.auditSince, sqlAuditSince},
+		{&r.eventsSince, sqlEventsSince},
+		{&r.lastEventSeq, sqlLastEventSeq},
+		{&r.summaries, sqlConversationSummaries},
+		{&r.conversationTurns, sqlConversationTurns},
+		{&r.auditAfter, sqlAuditAfter},
 	}
 }
 

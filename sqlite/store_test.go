@@ -531,3 +531,36 @@ func TestAddInboundSurvivesKill(t *testing.T) {
 		t.Fatalf("after the kill: got unfinished %+v, want the running turn", un)
 	}
 }
+
+func TestBackupIsAConsistentCopy(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sqlite.Open(t.Context(), filepath.Join(dir, "conch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "b"}
+	if _, _, err := db.AddInbound(t.Context(), conch.Inbound{Key: key, Sender: "u", Text: "keep me"}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "backup.db")
+	if err := db.Backup(t.Context(), path); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Backup(t.Context(), path); conch.KindOf(err) != conch.KindInvalid {
+		t.Fatalf("backup over an existing file: got %v, want KindInvalid", err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("backup mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	b, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	turns, err := b.UnfinishedTurns(t.Context())
+	if err != nil || len(turns) != 1 || turns[0].Inbound.Text != "keep me" {
+		t.Fatalf("backup holds %+v (%v)", turns, err)
+	}
+}

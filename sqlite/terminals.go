@@ -12,12 +12,12 @@ import (
 var _ terminal.Registry = (*DB)(nil)
 
 const (
-	sqlSaveTerminal = `INSERT INTO terminals (scope, tty, session, command, shell, nonce, opened_at, mark, seen, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	sqlSaveTerminal = `INSERT INTO terminals (scope, tty, session, command, shell, nonce, opened_at, mark, seen, observed, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (scope, tty) DO UPDATE SET session = excluded.session, command = excluded.command,
 			shell = excluded.shell, nonce = excluded.nonce, opened_at = excluded.opened_at, mark = excluded.mark, seen = excluded.seen,
-			updated_at = excluded.updated_at`
-	sqlLoadTerminals = `SELECT tty, session, command, shell, nonce, opened_at, mark, seen FROM terminals
+			observed = excluded.observed, updated_at = excluded.updated_at`
+	sqlLoadTerminals = `SELECT tty, session, command, shell, nonce, opened_at, mark, seen, observed FROM terminals
 		WHERE scope = ? ORDER BY tty`
 	sqlDeleteTerminal = `DELETE FROM terminals WHERE scope = ? AND tty = ?`
 )
@@ -35,12 +35,8 @@ func (d *DB) SaveTerminal(ctx context.Context, scope string, r terminal.Record) 
 	if err != nil {
 		return fmt.Errorf("save terminal %d: %w", r.TTY, err)
 	}
-	shell := 0
-	if r.Shell {
-		shell = 1
-	}
-	if _, err := d.w.ExecContext(ctx, sqlSaveTerminal, scope, r.TTY, r.Session, r.Command, shell, r.Nonce,
-		millis(r.OpenedAt), r.Mark, string(js), millis(d.now())); err != nil {
+	if _, err := d.w.ExecContext(ctx, sqlSaveTerminal, scope, r.TTY, r.Session, r.Command, boolInt(r.Shell), r.Nonce,
+		millis(r.OpenedAt), r.Mark, string(js), boolInt(r.Observed), millis(d.now())); err != nil {
 		return fmt.Errorf("save terminal %d: %w", r.TTY, err)
 	}
 	return nil
@@ -56,13 +52,13 @@ func (d *DB) LoadTerminals(ctx context.Context, scope string) ([]terminal.Record
 	var out []terminal.Record
 	for rows.Next() {
 		var r terminal.Record
-		var shell int
+		var shell, observed int
 		var opened int64
 		var seen string
-		if err := rows.Scan(&r.TTY, &r.Session, &r.Command, &shell, &r.Nonce, &opened, &r.Mark, &seen); err != nil {
+		if err := rows.Scan(&r.TTY, &r.Session, &r.Command, &shell, &r.Nonce, &opened, &r.Mark, &seen, &observed); err != nil {
 			return nil, fmt.Errorf("load terminals: %w", err)
 		}
-		r.Shell = shell != 0
+		r.Shell, r.Observed = shell != 0, observed != 0
 		r.OpenedAt = fromMillis(opened)
 		if err := json.Unmarshal([]byte(seen), &r.Seen); err != nil {
 			return nil, fmt.Errorf("load terminal %d: seen: %w", r.TTY, err)
@@ -81,4 +77,11 @@ func (d *DB) DeleteTerminal(ctx context.Context, scope string, tty int) error {
 		return fmt.Errorf("delete terminal %d: %w", tty, err)
 	}
 	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

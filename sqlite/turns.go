@@ -22,8 +22,8 @@ const (
 	sqlConversations    = `SELECT channel, key_id FROM conversations ORDER BY channel, key_id`
 
 	sqlAddTurn = `INSERT INTO turns (conversation_id, generation, channel, external_id, sender, sender_name,
-		thread_subject, thread_references, received_at, status, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING id`
+		thread_subject, thread_references, received_at, status, created_at, origin_kind, origin_ref, attachments)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id`
 	sqlAddUserMessage = `INSERT INTO messages (conversation_id, turn_id, generation, role, text, created_at)
 		VALUES (?, ?, ?, 'user', ?, ?)`
 
@@ -31,7 +31,8 @@ const (
 	// user message. Callers append a WHERE clause. CROSS JOIN makes SQLite
 	// start from turns, so the WHERE on turns drives the query.
 	sqlSelectTurn = `SELECT t.id, c.channel, c.key_id, t.sender, t.sender_name, m.text, t.external_id,
-		t.thread_subject, t.thread_references, t.received_at, t.status, t.attempts, t.stopped_reason, t.created_at
+		t.thread_subject, t.thread_references, t.received_at, t.status, t.attempts, t.stopped_reason, t.created_at,
+		t.origin_kind, t.origin_ref, t.attachments
 		FROM turns t
 		CROSS JOIN conversations c ON c.id = t.conversation_id
 		CROSS JOIN messages m ON m.turn_id = t.id AND m.role = 'user'`
@@ -51,7 +52,8 @@ const (
 	// sqlHistory: the current generation only, turn by turn (the user message
 	// has the smallest id of its turn), and not the messages of turns that
 	// have not started: they are queued, not yet part of the conversation.
-	sqlHistory = `SELECT m.role, m.text, m.tool_calls, m.tool_result
+	sqlHistory = `SELECT m.role, m.text, m.tool_calls, m.tool_result,
+		CASE WHEN m.role = 'user' THEN t.attachments ELSE '' END
 		FROM conversations c
 		JOIN messages m ON m.conversation_id = c.id AND m.generation = c.generation
 		JOIN turns t ON t.id = m.turn_id
@@ -165,6 +167,7 @@ func (d *DB) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
 	res, err := d.ws.appendMessage.ExecContext(ctx, m.Role, m.Text, calls, result, millis(d.now()), id)
+	err = d.diskFull(err)
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
@@ -193,8 +196,16 @@ func (d *DB) History(ctx context.Context, key conch.ConversationKey) ([]conch.Me
 	for rows.Next() {
 		var m conch.Message
 		var calls, result sql.NullString
-		if err := rows.Scan(&m.Role, &m.Text, &calls, &result); err != nil {
+		var atts string
+		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &atts); err != nil {
 			return nil, fmt.Errorf("history of %s: %w", key, err)
+		}
+		if atts != "" {
+			as, err := decodeAttachments(atts)
+			if err != nil {
+				return nil, fmt.Errorf("history of %s: %w", key, err)
+			}
+			m.Text = joinText(m.Text, conch.DescribeAttachments(as))
 		}
 		if err := decodeMessage(&m, calls, result); err != nil {
 			return nil, fmt.Errorf("history of %s: %w", key, err)
@@ -305,13 +316,21 @@ type scanner interface{ Scan(dest ...any) error }
 // scanTurn reads a row of sqlSelectTurn.
 func scanTurn(row scanner) (conch.Turn, error) {
 	var t conch.Turn
-	var refs string
+	var refs, atts string
 	var received sql.NullInt64
 	var created int64
 	in := &t.Inbound
 	if err := row.Scan(&t.ID, &in.Key.Channel, &in.Key.ID, &in.Sender, &in.SenderName, &in.Text, &in.ExternalID,
-		&in.Thread.Subject, &refs, &received, &t.Status, &t.Attempts, &t.StoppedReason, &created); err != nil {
+		&in.Thread.Subject, &refs, &received, &t.Status, &t.Attempts, &t.StoppedReason, &created,
+		&in.Origin.Kind, &in.Origin.Ref, &atts); err != nil {
 		return conch.Turn{}, err
+	}
+	if atts != "" {
+		as, err := decodeAttachments(atts)
+		if err != nil {
+			return conch.Turn{}, fmt.Errorf("turn %d: %w", t.ID, err)
+		}
+		in.Attachments = as
 	}
 	if refs != "" {
 		if err := json.Unmarshal([]byte(refs), &in.Thread.References); err != nil {
@@ -405,4 +424,52 @@ func decodeMessage(m *conch.Message, calls, result sql.NullString) error {
 		m.ToolResult = &conch.ToolResult{CallID: sr.CallID, Name: sr.Name, Content: sr.Content, IsError: sr.IsError}
 	}
 	return nil
+}
+
+// storedAttachment is the stored form of a conch.Attachment (explicit JSON
+// names, so renaming a Go field never breaks a database).
+type storedAttachment struct {
+	Name      string `json:"name"`
+	MediaType string `json:"media_type,omitempty"`
+	Size      int64  `json:"size"`
+	Ref       string `json:"ref,omitempty"`
+	Path      string `json:"path,omitempty"`
+}
+
+func encodeAttachments(as []conch.Attachment) (string, error) {
+	if len(as) == 0 {
+		return "", nil
+	}
+	st := make([]storedAttachment, len(as))
+	for i, a := range as {
+		st[i] = storedAttachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path}
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return "", fmt.Errorf("encode attachments: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeAttachments(s string) ([]conch.Attachment, error) {
+	var st []storedAttachment
+	if err := json.Unmarshal([]byte(s), &st); err != nil {
+		return nil, fmt.Errorf("decode attachments: %w", err)
+	}
+	as := make([]conch.Attachment, len(st))
+	for i, a := range st {
+		as[i] = conch.Attachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path}
+	}
+	return as, nil
+}
+
+// joinText appends note to text with a blank line between.
+func joinText(text, note string) string {
+	switch {
+	case note == "":
+		return text
+	case text == "":
+		return note
+	}
+	return text + "\n\n" + note
 }

@@ -15,6 +15,38 @@ import (
 // errControlClosed reports a command sent to a control client that has ended.
 var errControlClosed = errors.New("tmux control client ended")
 
+// Failures tmux reports, told apart where tmux's message arrives (a %error
+// block or a failed start) so that callers use errors.Is.
+var (
+	// errDuplicateSession: new-session found a session of that name.
+	errDuplicateSession = errors.New("tmux: duplicate session")
+	// errNoSession: the session, pane or server does not exist.
+	errNoSession = errors.New("tmux: no such session")
+)
+
+// tmuxError is a failure tmux reported: its message, and what kind of
+// failure it is when conch branches on it.
+type tmuxError struct {
+	msg  string
+	kind error // errDuplicateSession, errNoSession or nil
+}
+
+func (e *tmuxError) Error() string { return "tmux: " + e.msg }
+func (e *tmuxError) Unwrap() error { return e.kind }
+
+// newTmuxError classifies tmux's message. tmux has no error codes: its
+// message is the only account of what failed, read here once.
+func newTmuxError(msg string) *tmuxError {
+	e := &tmuxError{msg: msg}
+	switch {
+	case strings.Contains(msg, "duplicate session"):
+		e.kind = errDuplicateSession
+	case strings.Contains(msg, "can't find"), strings.Contains(msg, "no server"):
+		e.kind = errNoSession
+	}
+	return e
+}
+
 // controlEvents receives what a control client observes. The methods are
 // called from the client's reader goroutine, in order, and must not block on
 // the client itself.
@@ -74,7 +106,7 @@ func startControl(ctx context.Context, sb conch.Sandbox, env []string, dir strin
 			},
 		})
 		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("tmux exited %d: %s", res.ExitCode, strings.TrimSpace(string(tail(res.Output, 512))))
+			err = fmt.Errorf("tmux exited %d: %w", res.ExitCode, newTmuxError(strings.TrimSpace(string(tail(res.Output, 512)))))
 		}
 		if err == nil {
 			err = errControlClosed
@@ -239,7 +271,7 @@ func (p *parser) endBlock(failed bool) {
 func (p *parser) result(failed bool) reply {
 	lines := append([]string(nil), p.block...)
 	if failed {
-		return reply{lines: lines, err: fmt.Errorf("tmux: %s", strings.Join(lines, "; "))}
+		return reply{lines: lines, err: newTmuxError(strings.Join(lines, "; "))}
 	}
 	return reply{lines: lines}
 }

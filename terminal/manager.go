@@ -13,7 +13,7 @@
 // status and working directory, so "done, exit 2" is known as the prompt
 // returns; any other program is done when it has been quiet for
 // Options.Settle. Coding-agent CLIs report their turn end through their own
-// hook (see Profile).
+// hook (see terminal/coder).
 //
 // Everything goes through the conch.Sandbox interface, so the package works
 // over any sandbox with a streaming Exec.
@@ -83,7 +83,8 @@ type Options struct {
 	// terminal (for example LANG=C.UTF-8, which is always set).
 	Env []string
 	// Now is the clock; nil means time.Now.
-	Now    func() time.Time
+	Now func() time.Time
+	// Logger receives the terminals' logs; nil discards them.
 	Logger *slog.Logger
 }
 
@@ -128,7 +129,7 @@ func (o *Options) defaults() {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
 
@@ -146,8 +147,14 @@ type Manager struct {
 	changed chan struct{} // closed and replaced on every event
 	closed  bool
 	notices []string // told by the next Wait
-	coder   *Coder
+	agent   *tty     // the coding agent's session, once attached
+	kept    map[any]any
+
+	agentMu sync.Mutex // serialises finding or starting the agent session
 }
+
+// errManagerClosed is returned after Detach.
+var errManagerClosed = errors.New("terminal manager closed")
 
 // NewManager returns a Manager for sb. Call Recover before use to find the
 // terminals a previous conch left in the sandbox.
@@ -159,7 +166,7 @@ func NewManager(sb conch.Sandbox, reg Registry, o Options) *Manager {
 	if o.Scope == "" {
 		o.Scope = sb.ID()
 	}
-	return &Manager{sb: sb, reg: reg, o: o, ttys: map[int]*tty{}, changed: make(chan struct{})}
+	return &Manager{sb: sb, reg: reg, o: o, ttys: map[int]*tty{}, kept: map[any]any{}, changed: make(chan struct{})}
 }
 
 // Sandbox returns the sandbox the Manager works in.
@@ -264,7 +271,7 @@ func (m *Manager) Open(ctx context.Context, command string) (OpenResult, error) 
 		}
 		if m.closed {
 			m.mu.Unlock()
-			return OpenResult{}, errors.New("open terminal: manager closed")
+			return OpenResult{}, fmt.Errorf("open terminal: %w", errManagerClosed)
 		}
 		if n < 0 {
 			m.mu.Unlock()
@@ -287,7 +294,7 @@ func (m *Manager) Open(ctx context.Context, command string) (OpenResult, error) 
 		m.mu.Lock()
 		delete(m.ttys, n)
 		m.mu.Unlock()
-		if !strings.Contains(err.Error(), "duplicate session") {
+		if !errors.Is(err, errDuplicateSession) {
 			return OpenResult{}, fmt.Errorf("open terminal %d: %w", n, err)
 		}
 		// A session this Manager does not know (left without Recover):
@@ -387,7 +394,8 @@ func (m *Manager) resolvePane(ctx context.Context, t *tty) error {
 
 func (m *Manager) saveRecord(ctx context.Context, t *tty) error {
 	m.mu.Lock()
-	rec := Record{TTY: t.n, Session: t.name, Command: t.command, Shell: t.shell, Nonce: t.scan.nonce, OpenedAt: t.openedAt, Mark: t.mark, Seen: slices.Clone(t.seen)}
+	rec := Record{TTY: t.n, Session: t.name, Command: t.command, Shell: t.shell, Nonce: t.scan.nonce, OpenedAt: t.openedAt,
+		Mark: t.mark, Seen: slices.Clone(t.seen), Observed: t.typeSeq <= t.obsSeq}
 	m.mu.Unlock()
 	if t.n == CodeTTY {
 		rec.Command = t.profile
@@ -396,99 +404,6 @@ func (m *Manager) saveRecord(ctx context.Context, t *tty) error {
 		return fmt.Errorf("save terminal %d: %w", t.n, err)
 	}
 	return nil
-}
-
-// ErrUnseenOutput is returned by Type while a terminal has output the model
-// has not observed.
-var ErrUnseenOutput = errors.New("unseen terminal output")
-
-// TypeError is a refusal of Type the model should read.
-type TypeError struct {
-	Msg string
-	Err error
-}
-
-func (e *TypeError) Error() string { return e.Msg }
-func (e *TypeError) Unwrap() error { return e.Err }
-
-// Type sends text to terminal n after checking that expect is what runs
-// there. text is typed literally and followed by Enter when enter is true;
-// a text made only of key names ("C-c", "Tab", "Enter", "Up Up Enter") is
-// sent as those keys, without Enter. Type refuses while any terminal has
-// unseen output or was typed into since it was last observed: observe
-// (Wait) before you act. A *TypeError is a refusal
-// the model should read.
-func (m *Manager) Type(ctx context.Context, n int, expect, text string, enter bool) error {
-	m.mu.Lock()
-	t := m.ttys[n]
-	var unseen []int
-	for _, o := range m.sortedLocked() {
-		// Typed into since the last observation: its answer is unseen
-		// even if it has not arrived yet.
-		if o.unseen || o.dead || o.exited || o.typeSeq > o.obsSeq {
-			unseen = append(unseen, o.n)
-		}
-	}
-	m.mu.Unlock()
-	if t == nil {
-		return &TypeError{Msg: fmt.Sprintf("terminal %d is not open", n), Err: conch.Errorf(conch.KindNotFound, "terminal %d is not open", n)}
-	}
-	if len(unseen) > 0 {
-		return &TypeError{Msg: fmt.Sprintf("terminal %s has output you have not seen: call terminal_wait first (observe before you act)", joinInts(unseen)), Err: ErrUnseenOutput}
-	}
-	t.opMu.Lock()
-	defer t.opMu.Unlock()
-	cc, err := m.client(ctx, t)
-	if err != nil {
-		return err
-	}
-	cur, err := m.currentCommand(ctx, cc, t)
-	if err != nil {
-		return err
-	}
-	if expect != "" && !expectMatches(expect, cur) {
-		return &TypeError{Msg: fmt.Sprintf("terminal %d is running %q, not %q: nothing was typed", n, cur, expect)}
-	}
-	var cmds []string
-	if keys := parseKeys(text); keys != nil {
-		for _, k := range keys {
-			cmds = append(cmds, "send-keys -t "+quote(t.pane)+" "+quote(k))
-		}
-	} else {
-		cmds = typeCommands(t.pane, text)
-		if enter {
-			cmds = append(cmds, "send-keys -t "+quote(t.pane)+" Enter")
-		}
-	}
-	m.mu.Lock()
-	t.seq++
-	t.typeSeq = t.seq
-	t.lastType = m.o.Now()
-	m.notifyLocked()
-	m.mu.Unlock()
-	for _, c := range cmds {
-		if _, err := cc.command(ctx, c); err != nil {
-			return fmt.Errorf("type into terminal %d: %w", n, err)
-		}
-	}
-	return nil
-}
-
-func expectMatches(expect, cur string) bool {
-	e := strings.TrimSpace(expect)
-	return strings.EqualFold(e, cur) || strings.HasPrefix(strings.ToLower(cur), strings.ToLower(e)) ||
-		strings.EqualFold(path.Base(e), cur)
-}
-
-func (m *Manager) currentCommand(ctx context.Context, cc *control, t *tty) (string, error) {
-	lines, err := cc.command(ctx, "display-message -p -t "+quote(t.pane)+" '#{pane_current_command}'")
-	if err != nil {
-		return "", fmt.Errorf("terminal %d: %w", t.n, err)
-	}
-	if len(lines) == 0 {
-		return "", nil
-	}
-	return strings.TrimSpace(lines[0]), nil
 }
 
 // client returns t's control client, attaching again when the stream
@@ -586,118 +501,12 @@ func (m *Manager) Detach() {
 			ccs = append(ccs, t.cc)
 		}
 	}
+	if m.agent != nil && m.agent.cc != nil {
+		ccs = append(ccs, m.agent.cc)
+	}
 	m.notifyLocked()
 	m.mu.Unlock()
 	for _, cc := range ccs {
 		cc.close()
 	}
-}
-
-// RecoverResult tells what Recover found.
-type RecoverResult struct {
-	// Found are terminals running in the sandbox, now managed again.
-	Found []int
-	// Lost are terminals the registry knew that the sandbox no longer has
-	// (it was restarted); their records are dropped.
-	Lost []int
-}
-
-// Recover finds the terminals a previous Manager left in the sandbox: every
-// tmux session of the socket is attached again, and what the model has not
-// seen of it is reported by the next Wait.
-func (m *Manager) Recover(ctx context.Context) (RecoverResult, error) {
-	if err := m.ensureSetup(ctx); err != nil {
-		return RecoverResult{}, err
-	}
-	res, err := m.sb.Exec(ctx, conch.ExecRequest{
-		Argv: append(m.tmuxArgs(), "list-sessions", "-F", "#{session_name}"),
-		Env:  m.env(), Dir: m.o.Workspace, Timeout: 30 * time.Second,
-	})
-	if err != nil {
-		return RecoverResult{}, fmt.Errorf("recover terminals: %w", err)
-	}
-	live := map[string]bool{}
-	if res.ExitCode == 0 {
-		for _, l := range strings.Split(strings.TrimSpace(string(res.Output)), "\n") {
-			if l != "" {
-				live[l] = true
-			}
-		}
-	}
-	recs, err := m.reg.LoadTerminals(ctx, m.o.Scope)
-	if err != nil {
-		return RecoverResult{}, fmt.Errorf("recover terminals: %w", err)
-	}
-	byName := map[string]Record{}
-	for _, r := range recs {
-		byName[r.Session] = r
-	}
-	var out RecoverResult
-	for _, r := range recs {
-		if r.TTY == CodeTTY {
-			continue // the coding agent recovers itself (Coder)
-		}
-		if !live[r.Session] {
-			out.Lost = append(out.Lost, r.TTY)
-			if err := m.reg.DeleteTerminal(ctx, m.o.Scope, r.TTY); err != nil {
-				return out, fmt.Errorf("recover terminals: %w", err)
-			}
-		}
-	}
-	for name := range live {
-		numStr, ok := strings.CutPrefix(name, "tty_")
-		n, err := strconv.Atoi(numStr)
-		if !ok || err != nil || n < 0 || n >= m.o.MaxTTYs {
-			continue
-		}
-		m.mu.Lock()
-		_, have := m.ttys[n]
-		m.mu.Unlock()
-		if have {
-			continue
-		}
-		r, known := byName[name]
-		t := &tty{n: n, name: name, command: r.Command, shell: r.Shell, openedAt: r.OpenedAt, mark: r.Mark, seen: r.Seen}
-		t.scan.nonce = r.Nonce // without a record, no marker can be trusted
-		if !known {
-			t.openedAt = m.o.Now()
-			t.mark = -1 // nothing seen: everything is new
-		}
-		// Until it has been observed again, its screen counts as unseen,
-		// and the next Wait lets it finish what it may be doing (a prompt
-		// marker, else Settle) as if it had just been typed into.
-		t.unseen = true
-		t.seq, t.typeSeq, t.lastType, t.recovered = 1, 1, m.o.Now(), true
-		m.mu.Lock()
-		m.ttys[n] = t
-		m.mu.Unlock()
-		if err := m.attach(ctx, t); err != nil {
-			m.mu.Lock()
-			delete(m.ttys, n)
-			m.mu.Unlock()
-			return out, fmt.Errorf("recover terminal %d: %w", n, err)
-		}
-		if !known {
-			if err := m.saveRecord(ctx, t); err != nil {
-				return out, err
-			}
-		}
-		out.Found = append(out.Found, n)
-	}
-	slices.Sort(out.Found)
-	slices.Sort(out.Lost)
-	if len(out.Lost) > 0 {
-		m.mu.Lock()
-		m.notices = append(m.notices, fmt.Sprintf("terminal %s was lost: the computer restarted since it was opened", joinInts(out.Lost)))
-		m.mu.Unlock()
-	}
-	return out, nil
-}
-
-func joinInts(ns []int) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ", ")
 }

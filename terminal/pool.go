@@ -34,7 +34,10 @@ type poolEntry struct {
 	sbID string
 }
 
-var _ Provider = (*Pool)(nil)
+var (
+	_ Provider       = (*Pool)(nil)
+	_ conch.Releaser = (*Pool)(nil)
+)
 
 // NewPool returns a Pool; opts is the template of every Manager's options
 // (Scope is set to the conversation key).
@@ -76,8 +79,11 @@ func (p *Pool) Manager(ctx context.Context, key conch.ConversationKey) (*Manager
 	return m, nil
 }
 
-// Forget drops the conversation's Manager (its sandbox was removed).
-func (p *Pool) Forget(key conch.ConversationKey) {
+// Release implements conch.Releaser: it stops the control clients of the
+// conversation's Manager and drops it (the conversation ended or its
+// sandbox was removed). Terminals left in a live sandbox are found again
+// by the next Manager.
+func (p *Pool) Release(_ context.Context, key conch.ConversationKey) error {
 	p.mu.Lock()
 	e := p.m[key]
 	delete(p.m, key)
@@ -89,6 +95,7 @@ func (p *Pool) Forget(key conch.ConversationKey) {
 		}
 		e.mu.Unlock()
 	}
+	return nil
 }
 
 // Close detaches every Manager; the terminals keep running in their

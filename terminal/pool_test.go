@@ -58,8 +58,10 @@ func TestPool(t *testing.T) {
 	if got := m2.List(); len(got) != 1 || got[0] != 0 {
 		t.Errorf("new manager: got terminals %v, want [0] recovered", got)
 	}
-	pool.Forget(key)
+	if err := pool.Release(ctx, key); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
 	if m3, _ := pool.Manager(ctx, key); m3 == m2 {
-		t.Error("Manager after Forget: got the forgotten manager")
+		t.Error("Manager after Release: got the released manager")
 	}
 }

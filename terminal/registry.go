@@ -26,6 +26,10 @@ type Record struct {
 	// Seen is what the lines from Mark on showed then.
 	Mark int
 	Seen []string
+	// Observed is set when the last observation came after the last
+	// input: nothing typed into the terminal waits to be seen. A restarted
+	// conch then lets the model type at once if the screen is unchanged.
+	Observed bool
 }
 
 // Registry stores terminal records, per scope (a conversation).

@@ -260,23 +260,7 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 		return obs, nil, err
 	}
 	m.mu.Lock()
-	// Align what was seen with what was captured: the history may have
-	// dropped lines (history-limit) or been cleared.
-	seen := t.seen
-	switch off := startAbs - t.mark; {
-	case t.mark < 0:
-		seen = nil
-	case off == 0:
-	case off > 0 && off < len(seen):
-		seen = seen[off:]
-	default:
-		seen = nil
-	}
-	i := 0
-	for i < len(lines) && i < len(seen) && lines[i] == seen[i] {
-		i++
-	}
-	fresh := trimBlankTail(lines[i:])
+	fresh := freshLocked(t, lines, startAbs)
 	screen := lines
 	if len(screen) > info.height {
 		screen = screen[len(screen)-info.height:]
@@ -309,6 +293,28 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 	m.mu.Unlock()
 	obs.New = len(fresh)
 	return obs, fresh, nil
+}
+
+// freshLocked returns the lines of a capture starting at absolute line
+// startAbs that t's last observation did not show.
+func freshLocked(t *tty, lines []string, startAbs int) []string {
+	// Align what was seen with what was captured: the history may have
+	// dropped lines (history-limit) or been cleared.
+	seen := t.seen
+	switch off := startAbs - t.mark; {
+	case t.mark < 0:
+		seen = nil
+	case off == 0:
+	case off > 0 && off < len(seen):
+		seen = seen[off:]
+	default:
+		seen = nil
+	}
+	i := 0
+	for i < len(lines) && i < len(seen) && lines[i] == seen[i] {
+		i++
+	}
+	return trimBlankTail(lines[i:])
 }
 
 // screen returns the visible screen of t, trailing blank lines dropped.
@@ -390,8 +396,7 @@ func (m *Manager) capture(ctx context.Context, t *tty) (lines []string, info pan
 }
 
 func isNoSuchSession(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "can't find") || strings.Contains(s, "no server") || errors.Is(err, errControlClosed)
+	return errors.Is(err, errNoSession) || errors.Is(err, errControlClosed)
 }
 
 // forget drops a terminal that vanished.
@@ -484,4 +489,17 @@ func (r WaitResult) String() string {
 		parts = append(parts, fmt.Sprintf("(waited %s; not everything has finished: call terminal_wait again to keep waiting)", r.Elapsed.Round(100*time.Millisecond)))
 	}
 	return strings.Join(parts, "\n\n")
+}
+
+// sleepCtx waits d: a required pause (a dead pane's status on its way), not
+// a stand-in for a signal.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -164,9 +164,11 @@ func (b *Bash) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) 
 	if res.Stopped == conch.StoppedCanceled && ctx.Err() != nil {
 		return conch.ToolOutput{}, fmt.Errorf("bash: %w", ctx.Err())
 	}
+	exit := res.ExitCode
 	return conch.ToolOutput{
-		Content: formatExec(res, tail, b.opts.OutputLimit, timeout),
-		IsError: res.ExitCode != 0 || res.Stopped != conch.StoppedNone,
+		Content:  formatExec(res, tail, b.opts.OutputLimit, timeout),
+		IsError:  res.ExitCode != 0 || res.Stopped != conch.StoppedNone,
+		ExitCode: &exit,
 	}, nil
 }
 

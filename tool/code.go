@@ -7,29 +7,23 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"conch"
 	"conch/terminal"
+	"conch/terminal/coder"
 )
 
 // CodeOptions configures the coding-agent tools.
 type CodeOptions struct {
-	// Profile is the CLI to run (terminal.Gemini(), terminal.Claude(),
-	// terminal.Codex()).
-	Profile terminal.Profile
+	// Profile is the CLI to run (coder.Gemini(), coder.Claude(),
+	// coder.Codex()).
+	Profile coder.Profile
 	// Coder tunes the session (timeouts, environment, IPC threshold).
-	Coder terminal.CoderOptions
-	// ProgressEvery is the least time between two progress messages to
-	// the conversation; 0 means 10 s.
-	ProgressEvery time.Duration
+	Coder coder.Options
 }
 
 // CodeTools returns `code` and `respond_to_agent` over p.
 func CodeTools(p terminal.Provider, o CodeOptions) []conch.Tool {
-	if o.ProgressEvery <= 0 {
-		o.ProgressEvery = 10 * time.Second
-	}
 	return []conch.Tool{&Code{P: p, O: o}, &RespondToAgent{P: p, O: o}}
 }
 
@@ -73,11 +67,11 @@ func (t *Code) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) 
 	if err := unmarshalArgs(raw, &args); err != nil || strings.TrimSpace(args.Task) == "" {
 		return conch.ToolFail(`code takes {"task": string}, a non-empty task`), nil
 	}
-	c, out, err := coder(ctx, t.P, t.O, env, "code")
+	c, out, err := codingAgent(ctx, t.P, t.O, env, "code")
 	if out != nil || err != nil {
 		return deref(out), err
 	}
-	res, err := c.Task(ctx, args.Task, progress(env, t.O.ProgressEvery))
+	res, err := c.Task(ctx, args.Task, progress(env))
 	return turnOutput("code", res, err)
 }
 
@@ -101,27 +95,27 @@ func (t *RespondToAgent) Run(ctx context.Context, env conch.ToolEnv, raw json.Ra
 	if err := unmarshalArgs(raw, &args); err != nil || args.Text == nil {
 		return conch.ToolFail(`respond_to_agent takes {"text": string}`), nil
 	}
-	c, out, err := coder(ctx, t.P, t.O, env, "respond_to_agent")
+	c, out, err := codingAgent(ctx, t.P, t.O, env, "respond_to_agent")
 	if out != nil || err != nil {
 		return deref(out), err
 	}
-	res, err := c.Respond(ctx, *args.Text, progress(env, t.O.ProgressEvery))
-	if errors.Is(err, terminal.ErrNoAgent) {
+	res, err := c.Respond(ctx, *args.Text, progress(env))
+	if errors.Is(err, coder.ErrNoAgent) {
 		return conch.ToolFail("no coding agent is running: give it a task with code first"), nil
 	}
 	return turnOutput("respond_to_agent", res, err)
 }
 
-func coder(ctx context.Context, p terminal.Provider, o CodeOptions, env conch.ToolEnv, op string) (*terminal.Coder, *conch.ToolOutput, error) {
+func codingAgent(ctx context.Context, p terminal.Provider, o CodeOptions, env conch.ToolEnv, op string) (*coder.Coder, *conch.ToolOutput, error) {
 	m, out, err := manager(ctx, p, env, op)
 	if out != nil || err != nil {
 		return nil, out, err
 	}
-	return m.Coder(o.Profile, o.Coder), nil, nil
+	return coder.For(m, env.Conversation, o.Profile, o.Coder), nil, nil
 }
 
-func turnOutput(op string, res terminal.TurnResult, err error) (conch.ToolOutput, error) {
-	var ae *terminal.AgentError
+func turnOutput(op string, res coder.TurnResult, err error) (conch.ToolOutput, error) {
+	var ae *coder.AgentError
 	switch {
 	case errors.As(err, &ae):
 		return conch.ToolFail(ae.Msg), nil
@@ -130,21 +124,22 @@ func turnOutput(op string, res terminal.TurnResult, err error) (conch.ToolOutput
 	case err != nil:
 		return conch.ToolOutput{}, fmt.Errorf("%s: %w", op, err)
 	}
-	return conch.ToolOutput{Content: res.String(), IsError: res.State == terminal.TurnCrashed}, nil
+	return conch.ToolOutput{Content: res.String(), IsError: res.State == coder.TurnCrashed}, nil
 }
 
-// progress returns a reporter that sends at most one message per every.
-func progress(env conch.ToolEnv, every time.Duration) func(string) {
+// progress returns a reporter that passes on every new report and drops
+// one identical to the last; how often the conversation hears of them is
+// the gateway's choice.
+func progress(env conch.ToolEnv) func(string) {
 	var mu sync.Mutex
-	var last time.Time
+	var last string
 	return func(s string) {
 		mu.Lock()
-		now := time.Now()
-		if !last.IsZero() && now.Sub(last) < every {
+		if s == last {
 			mu.Unlock()
 			return
 		}
-		last = now
+		last = s
 		mu.Unlock()
 		env.Report("coding agent:\n" + s)
 	}

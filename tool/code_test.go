@@ -9,6 +9,7 @@ import (
 	"conch"
 	"conch/sandbox/sandboxd/sandboxdtest"
 	"conch/terminal"
+	"conch/terminal/coder"
 	"conch/terminal/terminaltest"
 	"conch/tool"
 )
@@ -18,9 +19,8 @@ func TestCodeTools(t *testing.T) {
 	pool := terminal.NewPool(sandboxdtest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(pool.Close)
 	tools := tool.CodeTools(pool, tool.CodeOptions{
-		Profile:       terminal.FakeCLI(terminaltest.FakeCLI(t, b)),
-		Coder:         terminal.CoderOptions{TurnTimeout: time.Minute, ProgressEvery: 50 * time.Millisecond},
-		ProgressEvery: time.Millisecond,
+		Profile: coder.FakeCLI(terminaltest.FakeCLI(t, b)),
+		Coder:   coder.Options{TurnTimeout: time.Minute},
 	})
 	code, respond := tools[0], tools[1]
 	var mu sync.Mutex
@@ -61,7 +61,7 @@ func TestCodeStartFailureIsToldToTheModel(t *testing.T) {
 	b := terminaltest.Host(t)
 	pool := terminal.NewPool(sandboxdtest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(pool.Close)
-	p := terminal.Gemini()
+	p := coder.Gemini()
 	p.Command = "gemini-not-installed-here"
 	tools := tool.CodeTools(pool, tool.CodeOptions{Profile: p})
 	env := conch.ToolEnv{Conversation: conch.ConversationKey{Channel: conch.ChannelCLI, ID: "nocli"}, Sandboxes: sandboxdtest.Provider(b.SB)}

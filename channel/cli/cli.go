@@ -47,24 +47,28 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	lines := make(chan string)
 	errc := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(c.In)
-		sc.Buffer(make([]byte, 64*1024), MaxLine)
-		for {
+		br := bufio.NewReaderSize(c.In, 64*1024)
+		for n := 1; ; n++ {
 			c.prompt()
-			if !sc.Scan() {
-				break
+			line, tooLong, err := readLine(br, MaxLine)
+			if tooLong {
+				// Report and go on: the next line is read as usual.
+				c.write(c.Err, fmt.Sprintf("error: line %d is longer than %d bytes, so it was not sent; send it as a file or in parts", n, MaxLine))
+			} else if line != "" || err == nil {
+				select {
+				case lines <- line:
+				case <-ctx.Done():
+					return
+				}
 			}
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				errc <- err
 				return
 			}
 		}
-		err := sc.Err()
-		if errors.Is(err, bufio.ErrTooLong) {
-			err = fmt.Errorf("a line is longer than %d bytes: %w", MaxLine, err)
-		}
-		errc <- err
 	}()
 	now := c.Now
 	if now == nil {
@@ -114,6 +118,7 @@ func (c *Channel) Send(_ context.Context, out conch.Outbound) error {
 }
 
 func (c *Channel) write(w io.Writer, text string) error {
+	text = Sanitize(text)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !strings.HasSuffix(text, "\n") {
@@ -121,4 +126,27 @@ func (c *Channel) write(w io.Writer, text string) error {
 	}
 	_, err := io.WriteString(w, text)
 	return err
+}
+
+// readLine reads one line without its newline. A line longer than limit is
+// read to its end and dropped (tooLong), so the one after it is intact.
+func readLine(br *bufio.Reader, limit int) (line string, tooLong bool, err error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(buf)+len(chunk) > limit+1 { // +1: the newline itself
+			tooLong = true
+			buf = nil
+		}
+		if !tooLong {
+			buf = append(buf, chunk...)
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err != nil:
+			return strings.TrimSuffix(string(buf), "\n"), tooLong, err
+		}
+		return strings.TrimSuffix(string(buf), "\n"), tooLong, nil
+	}
 }

@@ -62,6 +62,20 @@ func TestInviteMessageReplyTypingEdit(t *testing.T) {
 		}
 	})
 
+	t.Run("a resent reply with the same id is not doubled", func(t *testing.T) {
+		out := conch.Outbound{Key: in.Key, Kind: conch.OutboundReply, Text: "exactly once", ID: "conch.test.t1.reply"}
+		before := len(alice.botEvents(room, e.botID))
+		for range 3 {
+			if err := b.Send(ctx, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		alice.waitMessage(room, e.botID)
+		if got := len(alice.botEvents(room, e.botID)) - before; got != 1 {
+			t.Fatalf("the homeserver holds %d copies of a reply sent three times with one id, want 1", got)
+		}
+	})
+
 	t.Run("typing", func(t *testing.T) {
 		if err := b.SetTyping(ctx, in.Key, true); err != nil {
 			t.Fatal(err)

@@ -5,12 +5,9 @@ package matrix
 import (
 	"context"
 	"database/sql"
-	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
 	"go.mau.fi/util/dbutil"
@@ -35,29 +32,12 @@ type e2ee struct {
 	mach    *crypto.OlmMachine
 	log     zerolog.Logger
 	hooks   e2eeHooks
-	pending *dbutil.Database // conch_matrix_pending: events waiting for a room key
+	pending *pendingStore // events waiting for a room key
 	bg      sync.WaitGroup
 
 	mu       sync.Mutex
 	inflight map[id.EventID]bool // pending events a goroutine is working on
 }
-
-// upgrades holds the schema of conch's own Matrix tables, versioned by
-// dbutil in conch_matrix_version like mautrix's crypto_ and mx_ tables.
-//
-//go:embed upgrades/*.sql
-var upgrades embed.FS
-
-// maxPendingAge is how long an event waits for its room key across restarts.
-const maxPendingAge = 7 * 24 * time.Hour
-
-const (
-	sqlAddPending = `INSERT INTO conch_matrix_pending (event_id, room_id, session_id, event, added_at)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING`
-	sqlDeletePending    = `DELETE FROM conch_matrix_pending WHERE event_id = $1`
-	sqlPendingBySession = `SELECT event, added_at FROM conch_matrix_pending WHERE session_id = $1 ORDER BY added_at`
-	sqlAllPending       = `SELECT event, added_at FROM conch_matrix_pending ORDER BY added_at`
-)
 
 // setupE2EE loads (or creates) the device's Olm account, makes sure its keys
 // are on the server and hooks decryption into the client's syncer. It sets
@@ -80,13 +60,11 @@ func setupE2EE(ctx context.Context, cli *mautrix.Client, db *sql.DB, pickleKey [
 	if err := store.DB.Upgrade(ctx); err != nil {
 		return nil, fmt.Errorf("matrix crypto store: upgrade: %w", err)
 	}
-	pending := wrapped.Child("conch_matrix_version",
-		dbutil.BuildUpgradeTable().WithFSPath(upgrades, "upgrades").Finish(),
-		dbutil.ZeroLogger(log.With().Str("db_section", "conch_matrix").Logger()))
-	if err := pending.Upgrade(ctx); err != nil {
-		return nil, fmt.Errorf("matrix pending events: upgrade: %w", err)
-	}
 	mlog := log.With().Str("component", "crypto").Logger()
+	pending, err := openPending(ctx, wrapped, log, mlog)
+	if err != nil {
+		return nil, err
+	}
 	mach := crypto.NewOlmMachine(cli, &mlog, store, state)
 	if err := mach.Load(ctx); err != nil {
 		return nil, fmt.Errorf("matrix crypto: load olm account: %w", err)
@@ -149,7 +127,7 @@ func (e *e2ee) handleEncrypted(ctx context.Context, evt *event.Event) {
 	case err == nil:
 		e.hooks.decrypted(ctx, decrypted, false)
 	case errors.Is(err, crypto.ErrNoSessionFound):
-		if err := e.addPending(ctx, evt); err != nil {
+		if err := e.pending.add(ctx, evt); err != nil {
 			e.hooks.roundErr(err)
 			return
 		}
@@ -232,20 +210,20 @@ func (e *e2ee) finish(ctx context.Context, evt *event.Event) {
 	if err != nil {
 		e.log.Warn().Err(err).Stringer("event_id", evt.ID).Msg("Failed to decrypt event after receiving its key")
 		e.hooks.failed(evt, err)
-		e.removePending(ctx, evt.ID)
+		e.pending.remove(ctx, evt.ID)
 		return
 	}
 	if err := e.hooks.decrypted(ctx, decrypted, true); err != nil {
 		e.log.Warn().Err(err).Stringer("event_id", evt.ID).Msg("Delivering a late-decrypted event failed; retrying at the next start")
 		return
 	}
-	e.removePending(ctx, evt.ID)
+	e.pending.remove(ctx, evt.ID)
 }
 
 // sessionReceived runs when a room key is stored: pending events of that
 // session that no goroutine is waiting for are decrypted now.
 func (e *e2ee) sessionReceived(ctx context.Context, _ id.RoomID, sessionID id.SessionID, _ uint32) {
-	evts, err := e.loadPending(ctx, sqlPendingBySession, sessionID)
+	evts, err := e.pending.load(ctx, sqlPendingBySession, sessionID)
 	if err != nil {
 		e.log.Warn().Err(err).Msg("Failed to load pending events")
 		return
@@ -279,7 +257,7 @@ func (e *e2ee) resumePending(ctx context.Context) error {
 	if e == nil {
 		return nil
 	}
-	evts, err := e.loadPending(ctx, sqlAllPending)
+	evts, err := e.pending.load(ctx, sqlAllPending)
 	if err != nil {
 		return err
 	}
@@ -290,59 +268,6 @@ func (e *e2ee) resumePending(ctx context.Context) error {
 		e.log.Info().Int("count", len(evts)).Msg("Retrying events still waiting for their room key")
 	}
 	return nil
-}
-
-func (e *e2ee) addPending(ctx context.Context, evt *event.Event) error {
-	raw, err := json.Marshal(evt)
-	if err != nil {
-		return fmt.Errorf("store pending event %s: %w", evt.ID, err)
-	}
-	content := evt.Content.AsEncrypted()
-	if _, err := e.pending.Exec(ctx, sqlAddPending, evt.ID, evt.RoomID, content.SessionID, string(raw), time.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("store pending event %s: %w", evt.ID, err)
-	}
-	return nil
-}
-
-func (e *e2ee) removePending(ctx context.Context, eventID id.EventID) {
-	if _, err := e.pending.Exec(context.WithoutCancel(ctx), sqlDeletePending, eventID); err != nil {
-		e.log.Warn().Err(err).Stringer("event_id", eventID).Msg("Failed to forget pending event")
-	}
-}
-
-func (e *e2ee) loadPending(ctx context.Context, query string, args ...any) ([]*event.Event, error) {
-	rows, err := e.pending.Query(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("load pending events: %w", err)
-	}
-	defer rows.Close()
-	var evts []*event.Event
-	for rows.Next() {
-		var raw string
-		var added int64
-		if err := rows.Scan(&raw, &added); err != nil {
-			return nil, fmt.Errorf("load pending events: %w", err)
-		}
-		var evt event.Event
-		if err := json.Unmarshal([]byte(raw), &evt); err != nil {
-			e.log.Warn().Err(err).Msg("Dropping unreadable pending event")
-			continue
-		}
-		if time.Since(time.UnixMilli(added)) > maxPendingAge {
-			e.log.Warn().Stringer("event_id", evt.ID).Msg("Giving up on an event whose room key never arrived")
-			e.removePending(ctx, evt.ID)
-			continue
-		}
-		evt.Type.Class = event.MessageEventType
-		if err := evt.Content.ParseRaw(evt.Type); err != nil && !errors.Is(err, event.ErrContentAlreadyParsed) {
-			e.log.Warn().Err(err).Stringer("event_id", evt.ID).Msg("Dropping unparsable pending event")
-			e.removePending(ctx, evt.ID)
-			continue
-		}
-		evt.Mautrix.EventSource = event.SourceJoin | event.SourceTimeline
-		evts = append(evts, &evt)
-	}
-	return evts, rows.Err()
 }
 
 // Encrypt encrypts content for roomID, sharing a group session with the

@@ -21,7 +21,9 @@ func TestEncryptedRoundTrip(t *testing.T) {
 }
 
 // TestEncryptedRoomFailsClosed: a build without encryption refuses to send
-// into an encrypted room (nothing in plaintext) and reports its messages.
+// into an encrypted room (nothing of the conversation in plaintext), keeps
+// its messages for a build that can read them, tells the room once, and
+// reports it.
 func TestEncryptedRoomFailsClosed(t *testing.T) {
 	e := newEnv(t)
 	alice := e.newPeer("alice", false)
@@ -46,8 +48,17 @@ func TestEncryptedRoomFailsClosed(t *testing.T) {
 	if !errors.Is(err, errNoE2EE) {
 		t.Fatalf("send to an encrypted room: got %v, want %v", err, errNoE2EE)
 	}
-	if got := alice.botEvents(room, e.botID); len(got) != 0 {
-		t.Fatalf("bot events in the encrypted room: got %d, want none (no greeting, no plaintext)", len(got))
+	// The room is told once, in words that carry nothing of the
+	// conversation; the greeting and the reply are never sent in plaintext.
+	alice.waitMessage(room, e.botID)
+	got := alice.botEvents(room, e.botID)
+	if len(got) != 1 || got[0].Type != event.EventMessage || got[0].Content.Raw["body"] != noE2EENotice {
+		t.Fatalf("bot events in the encrypted room: got %d (%v), want only the notice that encryption is unavailable", len(got), got)
+	}
+	// The message is kept for a build that can decrypt it.
+	var n int
+	if err := e.db.QueryRow(`SELECT count(*) FROM conch_matrix_pending WHERE room_id = ?`, string(room)).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("pending encrypted events: %d (%v), want 1", n, err)
 	}
 	if !strings.Contains(e.logs.String(), "greeting") {
 		t.Error("log: want the failed greeting logged")

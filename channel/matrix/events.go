@@ -105,7 +105,7 @@ func (c *Channel) onInvite(ctx context.Context, r *syncRound, evt *event.Event) 
 	if r.joined[room] {
 		return
 	}
-	if !c.allowed(evt.Sender) {
+	if !c.allowed(ctx, evt.Sender) {
 		c.log.Debug("matrix invite ignored: sender not allowed", "room", room, "sender", evt.Sender)
 		return
 	}
@@ -173,7 +173,7 @@ func (c *Channel) wantEncrypted(evt *event.Event) bool {
 	if r == nil || !c.live(r, evt) {
 		return false
 	}
-	if !c.allowed(evt.Sender) {
+	if !c.allowed(context.Background(), evt.Sender) {
 		c.log.Debug("matrix encrypted message dropped: sender not allowed", "room", evt.RoomID, "sender", evt.Sender)
 		return false
 	}
@@ -232,7 +232,7 @@ func (c *Channel) deliver(ctx context.Context, evt *event.Event) error {
 		c.log.Warn("matrix message ignored: malformed content", "room", room, "event", evt.ID, "sender", sender)
 		return nil
 	}
-	if !c.allowed(sender) {
+	if !c.allowed(ctx, sender) {
 		c.log.Debug("matrix message dropped: sender not allowed", "room", room, "sender", sender)
 		return nil
 	}
@@ -291,7 +291,11 @@ func (c *Channel) deliver(ctx context.Context, evt *event.Event) error {
 	return nil
 }
 
-func (c *Channel) allowed(u id.UserID) bool { return c.allowAll || c.allow[u] }
+// allowed asks the gateway's admission whether u may talk to conch: the one
+// allowlist rule for every channel.
+func (c *Channel) allowed(ctx context.Context, u id.UserID) bool {
+	return c.handler != nil && c.handler.Admits(ctx, conch.ChannelMatrix, conch.UserID(u))
+}
 
 // otherMembers counts the joined members other than the bot, asking the
 // homeserver once per room and membership change.

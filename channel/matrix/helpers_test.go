@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"conch"
+	"conch/gateway"
 	"conch/internal/testenv"
 	"conch/internal/testenv/homeserver"
 	"conch/sqlite"
@@ -47,6 +48,19 @@ type recorder struct {
 	closedCh chan conch.ConversationKey
 	// reply, when set, is called for every inbound (in its own goroutine).
 	reply func(in conch.Inbound)
+	// allow is the allowlist Admits applies, as the gateway's would.
+	allow []string
+}
+
+// Admits implements conch.Handler with the gateway's own allowlist rule.
+func (r *recorder) Admits(_ context.Context, _ conch.ChannelName, ids ...conch.UserID) bool {
+	al := gateway.NewAllowlist(r.allow...)
+	for _, id := range ids {
+		if al.Allows(id) {
+			return true
+		}
+	}
+	return false
 }
 
 var _ conch.Handler = (*recorder)(nil)
@@ -231,6 +245,7 @@ func (e *env) startBot(opts Options) *bot {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &bot{Channel: c, rec: newRecorder(), cancel: cancel, finished: make(chan struct{})}
+	b.rec.allow = opts.AllowFrom
 	go func() {
 		defer close(b.finished)
 		b.runErr = c.Run(ctx, b.rec)

@@ -23,6 +23,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"conch"
+	"conch/internal/backoff"
 )
 
 // Channel is the Matrix channel adapter.
@@ -30,8 +31,6 @@ type Channel struct {
 	opts      Options
 	log       *slog.Logger
 	render    *renderer
-	allow     map[id.UserID]bool
-	allowAll  bool
 	syncStore cursorSyncStore
 
 	// Set by Run before ready is closed; read-only afterwards.
@@ -87,7 +86,6 @@ func New(opts Options) (*Channel, error) {
 		opts:        opts,
 		log:         opts.Logger.With("channel", "matrix"),
 		render:      newRenderer(),
-		allow:       make(map[id.UserID]bool),
 		syncStore:   cursorSyncStore{cursors: opts.Cursors},
 		ready:       make(chan struct{}),
 		synced:      make(chan struct{}),
@@ -96,12 +94,6 @@ func New(opts Options) (*Channel, error) {
 		undecrypted: make(map[id.RoomID]*decryptProblem),
 		editTypes:   make(map[id.EventID]event.MessageType),
 		typing:      make(map[id.RoomID]context.CancelFunc),
-	}
-	for _, a := range opts.AllowFrom {
-		if a == "*" {
-			c.allowAll = true
-		}
-		c.allow[id.UserID(a)] = true
 	}
 	return c, nil
 }
@@ -291,44 +283,36 @@ func isAuthError(err error) bool {
 // retry runs op with exponential backoff until it succeeds, fails
 // permanently, fails MaxReconnectAttempts times in a row, or ctx ends.
 func (c *Channel) retry(ctx context.Context, what string, op func(context.Context) error) error {
-	for attempt := 1; ; attempt++ {
+	policy := c.backoffPolicy()
+	err := policy.Retry(ctx, func(ctx context.Context, _ int) error {
 		err := op(ctx)
-		if err == nil {
-			return nil
+		if err != nil && (isPermanent(err) || isAuthError(err)) {
+			return backoff.Permanent(err)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if isPermanent(err) || isAuthError(err) {
-			kind := conch.KindInvalid
-			if isAuthError(err) {
-				kind = conch.KindAuth
-			}
-			return &conch.Error{Kind: kind, User: "Matrix: cannot " + what + " as " + c.opts.UserID, Err: fmt.Errorf("matrix %s: %w", what, err)}
-		}
-		if attempt >= c.opts.MaxReconnectAttempts {
-			return &conch.Error{Kind: conch.KindUnavailable, User: "Matrix homeserver " + c.opts.Homeserver + " is unreachable",
-				Err: fmt.Errorf("matrix %s: failed %d times in a row, giving up: %w", what, attempt, err)}
-		}
-		wait := c.backoff(attempt)
+		return err
+	}, func(attempt int, err error, wait time.Duration) {
 		c.log.Warn("matrix request failed, retrying", "op", what, "attempt", attempt, "max", c.opts.MaxReconnectAttempts, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case isPermanent(err) || isAuthError(err):
+		kind := conch.KindInvalid
+		if isAuthError(err) {
+			kind = conch.KindAuth
 		}
+		return &conch.Error{Kind: kind, User: "Matrix: cannot " + what + " as " + c.opts.UserID, Err: fmt.Errorf("matrix %s: %w", what, err)}
 	}
+	return &conch.Error{Kind: conch.KindUnavailable, User: "Matrix homeserver " + c.opts.Homeserver + " is unreachable",
+		Err: fmt.Errorf("matrix %s: failed %d times in a row, giving up: %w", what, c.opts.MaxReconnectAttempts, err)}
 }
 
-// backoff is BackoffBase·2^(attempt-1), capped at BackoffMax.
-func (c *Channel) backoff(attempt int) time.Duration {
-	d := c.opts.BackoffBase
-	for i := 1; i < attempt && d < c.opts.BackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, c.opts.BackoffMax)
+// backoffPolicy paces reconnects: BackoffBase·2^(n-1) capped at BackoffMax,
+// MaxReconnectAttempts attempts in all.
+func (c *Channel) backoffPolicy() backoff.Policy {
+	return backoff.Policy{Base: c.opts.BackoffBase, Cap: c.opts.BackoffMax, Max: max(c.opts.MaxReconnectAttempts-1, 1), NoJitter: true}
 }
 
 // client waits until Run has logged in.

@@ -85,7 +85,7 @@ func (c *Channel) Edit(ctx context.Context, ref conch.MessageRef, text string) e
 		return fmt.Errorf("matrix edit: %w", err)
 	}
 	content.SetEdit(original)
-	if _, err := c.sendContent(ctx, cli, room, content); err != nil {
+	if _, err := c.sendContent(ctx, cli, room, content, ""); err != nil {
 		return fmt.Errorf("matrix edit %s in %s: %w", original, room, err)
 	}
 	return nil
@@ -119,7 +119,13 @@ func (c *Channel) send(ctx context.Context, out conch.Outbound, single bool) ([]
 	}
 	ids := make([]id.EventID, 0, len(contents))
 	for i, content := range contents {
-		evtID, err := c.sendContent(ctx, cli, room, content)
+		// The homeserver answers a repeated transaction id with the event
+		// it already has: a reply sent again after a crash is not doubled.
+		txn := ""
+		if out.ID != "" {
+			txn = fmt.Sprintf("%s.%d", out.ID, i)
+		}
+		evtID, err := c.sendContent(ctx, cli, room, content, txn)
 		if err != nil {
 			return ids, fmt.Errorf("matrix send to %s (part %d of %d): %w", room, i+1, len(contents), err)
 		}
@@ -130,12 +136,12 @@ func (c *Channel) send(ctx context.Context, out conch.Outbound, single bool) ([]
 
 // sendContent sends one m.room.message, encrypted when the room is. If the
 // room's encryption state is unknown or encryption fails, nothing is sent.
-func (c *Channel) sendContent(ctx context.Context, cli *mautrix.Client, room id.RoomID, content *event.MessageEventContent) (id.EventID, error) {
+func (c *Channel) sendContent(ctx context.Context, cli *mautrix.Client, room id.RoomID, content *event.MessageEventContent, txn string) (id.EventID, error) {
 	enc, err := c.isEncrypted(ctx, room)
 	if err != nil {
 		return "", err
 	}
-	noAutoEncrypt := mautrix.ReqSendEvent{DontEncrypt: true}
+	noAutoEncrypt := mautrix.ReqSendEvent{DontEncrypt: true, TransactionID: txn}
 	if !enc {
 		resp, err := cli.SendMessageEvent(ctx, room, event.EventMessage, content, noAutoEncrypt)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"conch"
+	"conch/internal/backoff"
 )
 
 // longPoll is how long the homeserver may hold a sync request open.
@@ -74,14 +75,10 @@ func (c *Channel) syncLoop(ctx context.Context) error {
 			return &conch.Error{Kind: conch.KindUnavailable, User: "Matrix homeserver " + c.opts.Homeserver + " is unreachable",
 				Err: fmt.Errorf("matrix sync: failed %d times in a row, giving up: %w", failures, err)}
 		}
-		wait := c.backoff(failures)
+		wait := c.backoffPolicy().Delay(failures)
 		c.log.Warn("matrix sync failed, retrying", "attempt", failures, "max", c.opts.MaxReconnectAttempts, "wait", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, wait) != nil {
 			return nil
-		case <-t.C:
 		}
 	}
 }

@@ -190,7 +190,7 @@ func TestBackoff(t *testing.T) {
 	c := &Channel{opts: Options{BackoffBase: time.Second, BackoffMax: 10 * time.Second}}
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	for i, w := range want {
-		if got := c.backoff(i + 1); got != w {
+		if got := c.backoffPolicy().Delay(i + 1); got != w {
 			t.Errorf("attempt %d: got %s, want %s", i+1, got, w)
 		}
 	}

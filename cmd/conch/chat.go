@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +33,7 @@ conch exits when the input ends and every reply is out.`,
 		},
 	}
 	cmd.Flags().StringVar(&conversation, "conversation", "local", "conversation id (each has its own history and computer)")
+	cmd.Flags().BoolVar(&a.newStore, "new-store", false, "start with an empty store even though the data dir was used before")
 	return cmd
 }
 
@@ -39,6 +42,11 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// Logs go to a file: the terminal is for the conversation.
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
@@ -72,6 +80,7 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	failed := countFailedTurns(runCtx, gw, ch.Key)
 	errc := make(chan error, 1)
 	go func() { errc <- gw.Run(runCtx) }()
 	select {
@@ -82,7 +91,15 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 			return nil // interrupted: unfinished turns resume next time
 		}
 		cancel()
-		return <-errc
+		if err := <-errc; err != nil {
+			return err
+		}
+		if n := failed(); n > 0 {
+			// A script piping messages in must learn that answers are missing.
+			return fmt.Errorf("%d message(s) could not be answered (the reasons are above; details in %s)",
+				n, filepath.Join(cfg.DataDir, "logs", "chat.log"))
+		}
+		return nil
 	case err := <-errc:
 		if err != nil && !errors.Is(err, cli.ErrEOF) {
 			return err
@@ -115,4 +132,33 @@ func isTerminal(r any) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// countFailedTurns follows the conversation's events until ctx ends and
+// returns a func telling how many turns ended with an error; call it after
+// ctx ended, so that every event was counted.
+func countFailedTurns(ctx context.Context, gw *gateway.Gateway, key conch.ConversationKey) func() int {
+	var mu sync.Mutex
+	n := 0
+	sub, err := gw.Events().Subscribe(ctx, key, -1)
+	if err != nil {
+		return func() int { return 0 }
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range sub {
+			if ts, ok := ev.Data.(conch.TurnState); ok && ts.Status == conch.TurnStopped && strings.HasPrefix(ts.Reason, "error_") {
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() int {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
 }

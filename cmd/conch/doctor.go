@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,6 +100,12 @@ func (a *app) doctorMatrix(ctx context.Context, cfg *config.Config, check func(s
 		return // reported by the data dir check
 	}
 	defer db.Close()
+	if !matrix.E2EEAvailable() {
+		// Encrypted rooms are kept waiting, not served: a build to fix.
+		check("matrix encryption", errors.New("this conch was built without -tags goolm, so it cannot read or answer encrypted rooms "+
+			"(their messages are kept until it can); build it with `make build` or `go build -tags goolm ./cmd/conch`"), "")
+		return
+	}
 	rooms, err := matrix.Undecryptable(ctx, db.SQL())
 	if err == nil && len(rooms) > 0 {
 		var parts []string
@@ -112,8 +119,8 @@ func (a *app) doctorMatrix(ctx context.Context, cfg *config.Config, check func(s
 }
 
 func checkDataDir(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("%w (set CONCH_DATA_DIR to a writable directory)", err)
+	if err := prepareDataDir(dir, false); err != nil {
+		return err
 	}
 	probe := filepath.Join(dir, ".doctor")
 	if err := os.WriteFile(probe, []byte("ok"), 0o600); err != nil {

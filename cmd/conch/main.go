@@ -35,9 +35,11 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code)
 // app holds what every command shares.
 type app struct {
 	configPath string
-	stdin      io.Reader
-	stdout     io.Writer
-	stderr     io.Writer
+	// newStore lets a gateway start with an empty store in a used data dir.
+	newStore bool
+	stdin    io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
 }
 
 func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -60,6 +62,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.sandboxCmd(),
 		a.sandboxAgentCmd(),
 		a.configCmd(),
+		a.backupCmd(),
 		a.webCmd(),     // web chat login (web.go)
 		a.serviceCmd(), // systemd unit (service.go)
 	)

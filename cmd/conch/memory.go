@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -33,7 +34,10 @@ func (a *app) memoryCmd() *cobra.Command {
 			}
 			u = conch.UserKey{Channel: conch.ChannelName(ch), ID: conch.UserID(id)}
 		}
-		db, err := sqlite.Open(cmd.Context(), cfg.DataDir+"/conch.db")
+		if err := prepareDataDir(cfg.DataDir, false); err != nil {
+			return nil, u, err
+		}
+		db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
 		return db, u, err
 	}
 	cmd.AddCommand(&cobra.Command{

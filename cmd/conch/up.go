@@ -2,11 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,7 +11,7 @@ import (
 )
 
 func (a *app) upCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the gateway with every configured channel",
 		Args:  cobra.NoArgs,
@@ -23,6 +19,8 @@ func (a *app) upCmd() *cobra.Command {
 			return a.up(cmd.Context())
 		},
 	}
+	cmd.Flags().BoolVar(&a.newStore, "new-store", false, "start with an empty store even though the data dir was used before")
+	return cmd
 }
 
 func (a *app) up(ctx context.Context) error {
@@ -30,6 +28,11 @@ func (a *app) up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	d, err := a.build(ctx, cfg, a.stderr)
 	if err != nil {
 		return err
@@ -44,6 +47,21 @@ func (a *app) up(ctx context.Context) error {
 			return fmt.Errorf("reconcile sandboxes: %w", err)
 		}
 	}
+	// The HTTP host exists before the channels, so that channels with
+	// pages (the web chat) register their routes on it; it serves once the
+	// gateway is built.
+	if cfg.Gateway.Listen != "" {
+		host, err := newHTTPHost(cfg.Gateway.Listen, log)
+		if err != nil {
+			return fmt.Errorf("gateway.listen %s: %w (set CONCH_GATEWAY_LISTEN to a free address, or \"\" to serve no HTTP)", cfg.Gateway.Listen, err)
+		}
+		d.http = host
+		defer func() {
+			if err := host.Shutdown(context.WithoutCancel(ctx)); err != nil {
+				log.Warn("http server shutdown", "err", err)
+			}
+		}()
+	}
 	channels, allow, err := a.channels(ctx, d)
 	if err != nil {
 		return err
@@ -55,13 +73,9 @@ func (a *app) up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Gateway.Listen != "" {
-		srv, err := serveHealth(cfg.Gateway.Listen)
-		if err != nil {
-			return fmt.Errorf("gateway.listen: %w", err)
-		}
-		defer srv.Close()
-		log.Info("health endpoint listening", "addr", cfg.Gateway.Listen)
+	if d.http != nil {
+		d.http.Serve()
+		log.Info("http listening", "addr", d.http.Addr())
 	}
 	log.Info("conch is up", "model", cfg.Model.Provider+"/"+cfg.Model.Name, "channels", len(channels), "sandboxes", d.runtime != nil)
 	err = gw.Run(ctx)
@@ -100,23 +114,3 @@ type channelBuilder func(ctx context.Context, a *app, d *deps) (conch.Channel, g
 
 // channelBuilders lists the channels conch up can run, in start order.
 var channelBuilders = []channelBuilder{matrixChannel}
-
-// serveHealth serves /healthz on addr.
-func serveHealth(addr string) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintln(w, "ok")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the listener is closed on shutdown
-		}
-	}()
-	return srv, nil
-}

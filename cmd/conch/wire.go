@@ -24,8 +24,10 @@ import (
 	"conch/llm/openai"
 	"conch/obs"
 	"conch/sandbox/docker"
+	"conch/spool"
 	"conch/sqlite"
 	"conch/terminal"
+	"conch/terminal/coder"
 	"conch/tool"
 )
 
@@ -50,6 +52,12 @@ type deps struct {
 	// terminals holds each conversation's tmux terminals; nil without a runtime.
 	terminals *terminal.Pool
 	audit     *obs.Audit
+	// spool keeps received files until their turn copies them into the workspace.
+	spool *spool.Spool
+	// http is conch up's HTTP host; nil for other commands or without gateway.listen.
+	http *httpHost
+	// releasers hold per-conversation state that a reset or close frees.
+	releasers []conch.Releaser
 	closers   []io.Closer
 }
 
@@ -63,15 +71,15 @@ func (d *deps) Close() {
 
 // build opens the store and the audit trail. logTo receives logs.
 func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*deps, error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data_dir %s: %w (set CONCH_DATA_DIR to a writable directory)", cfg.DataDir, err)
+	if err := prepareDataDir(cfg.DataDir, a.newStore); err != nil {
+		return nil, err
 	}
 	log, err := obs.NewLogger(logTo, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		return nil, err
 	}
 	d := &deps{cfg: cfg, log: log}
-	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -79,6 +87,9 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)
 	d.closers = append(d.closers, auditFile)
 	d.audit = obs.NewAudit(auditFile, d.db, log)
+	if d.spool, err = spool.New(filepath.Join(cfg.DataDir, "spool")); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -203,28 +214,29 @@ func startTerminals(d *deps) {
 	if d.runtime == nil {
 		return
 	}
-	d.terminals = terminal.NewPool(d.runtime, d.db, terminal.Options{})
+	d.terminals = terminal.NewPool(d.runtime, d.db, terminal.Options{Logger: d.log})
 	d.closers = append(d.closers, closerFunc(func() error { d.terminals.Close(); return nil }))
+	d.releasers = append(d.releasers, d.terminals)
 }
 
-func coderProfile(name string) (terminal.Profile, bool) {
+func coderProfile(name string) (coder.Profile, bool) {
 	switch name {
 	case "gemini":
-		return terminal.Gemini(), true
+		return coder.Gemini(), true
 	case "claude":
-		return terminal.Claude(), true
+		return coder.Claude(), true
 	case "codex":
-		return terminal.Codex(), true
+		return coder.Codex(), true
 	}
-	return terminal.Profile{}, false
+	return coder.Profile{}, false
 }
 
 // coderOptions gives the CLI its key and endpoint, and reaches the network
 // only through conch's allowlisting egress proxy: the sandbox stays on
 // network none.
-func coderOptions(d *deps, p terminal.Profile) terminal.CoderOptions {
+func coderOptions(d *deps, p coder.Profile) coder.Options {
 	cc := d.cfg.Coder
-	o := terminal.CoderOptions{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}}
+	o := coder.Options{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}}
 	hosts := append(slices.Clone(p.Hosts), cc.Hosts...)
 	if cc.BaseURL != "" {
 		o.Env = append(o.Env, p.BaseURLEnv+"="+cc.BaseURL)
@@ -234,6 +246,7 @@ func coderOptions(d *deps, p terminal.Profile) terminal.CoderOptions {
 	}
 	bridges := egress.NewBridges(egress.New(egress.Options{Hosts: hosts, Logger: d.log}), egress.BridgeOptions{})
 	d.closers = append(d.closers, bridges)
+	d.releasers = append(d.releasers, bridges)
 	o.Egress = bridges.ProxyURL
 	return o
 }
@@ -250,6 +263,7 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	}
 	opts := gateway.Options{
 		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
+		Events: d.db, Attachments: d.spool, Releasers: d.releasers,
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log,
 	}
 	if d.runtime != nil {

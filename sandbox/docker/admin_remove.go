@@ -49,8 +49,8 @@ func (r *Runtime) RemoveRef(ctx context.Context, ref string, keepWorkspace bool)
 		if t.found == nil {
 			return nil, conch.Errorf(conch.KindNotFound, "conversation %s has no container to remove (its workspace is kept as asked)", t.key)
 		}
-		b := r.boxFor(t.key)
-		if err := b.acquireLock(ctx); err != nil {
+		b, err := r.lockBox(ctx, t.key)
+		if err != nil {
 			return nil, err
 		}
 		defer b.unlock()
@@ -207,8 +207,8 @@ func (r *Runtime) pruneReason(s Summary, now time.Time) (reason string, withWork
 // removeKeepWorkspace removes a conversation's container under its lock,
 // keeping its workspace and registry entry.
 func (r *Runtime) removeKeepWorkspace(ctx context.Context, s Summary, reason string) error {
-	b := r.boxFor(s.Key)
-	if err := b.acquireLock(ctx); err != nil {
+	b, err := r.lockBox(ctx, s.Key)
+	if err != nil {
 		return err
 	}
 	defer b.unlock()

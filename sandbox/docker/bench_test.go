@@ -4,56 +4,32 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"slices"
 	"testing"
 	"time"
 
 	"conch"
 	"conch/internal/testenv/engine"
 	"conch/sandbox/docker"
+	"conch/sandbox/sandboxd/sandboxdtest"
 )
 
 // Run with e.g.
 //
-//	go test -run '^$' -bench . -benchtime 200x ./sandbox/docker
+//	go test -run '^$' -bench . -benchtime 1x ./sandbox/docker
 //
-// Each benchmark measures every method in the same run, interleaved, and
-// reports p50/p99 per method plus the ratios against the baseline.
-
-type sampler struct {
-	name string
-	run  func(ctx context.Context) error
-	d    []time.Duration
-}
-
-func pct(d []time.Duration, p float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s)-1) * p)
-	return s[i]
-}
+// Each benchmark measures every method in its own loop (never interleaved,
+// so that one method's samples are not taken while the engine is still busy
+// with another's), at least sandboxdtest.MinSamples samples each, and
+// reports p50/p99 per method plus each method's multiple of the baseline.
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func report(b *testing.B, ss []*sampler, base string) {
-	var baseP50 time.Duration
-	for _, s := range ss {
-		if s.name == base && len(s.d) > 0 {
-			baseP50 = pct(s.d, 0.5)
-		}
-	}
-	for _, s := range ss {
-		if len(s.d) == 0 {
-			continue
-		}
-		p50, p99 := pct(s.d, 0.5), pct(s.d, 0.99)
-		b.ReportMetric(ms(p50), s.name+"-p50-ms")
-		b.ReportMetric(ms(p99), s.name+"-p99-ms")
-		if s.name != base && baseP50 > 0 {
-			b.ReportMetric(float64(p50)/float64(baseP50), s.name+"/"+base+"-p50-x")
-		}
-	}
-	b.ReportMetric(0, "ns/op") // per-method metrics above are the result
+// benchCtx bounds one benchmark: hundreds of samples of a slow method take
+// longer than a test's context allows.
+func benchCtx(b *testing.B) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	b.Cleanup(cancel)
+	return ctx
 }
 
 func eachEngineB(b *testing.B, f func(b *testing.B, eng *engine.Engine)) {
@@ -75,7 +51,7 @@ func eachEngineB(b *testing.B, f func(b *testing.B, eng *engine.Engine)) {
 func BenchmarkExecRoundTrip(b *testing.B) {
 	eachEngineB(b, func(b *testing.B, eng *engine.Engine) {
 		rt := newRuntime(b, eng, withAgent(b))
-		ctx := ctxT(b)
+		ctx := benchCtx(b)
 		sbi, err := rt.Sandbox(ctx, key("!bench:example.org"))
 		if err != nil {
 			b.Fatal(err)
@@ -88,12 +64,12 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 			}
 			return err
 		}
-		ss := []*sampler{
-			{name: "agent", run: func(ctx context.Context) error { return check(sb.Exec(ctx, req)) }},
-			{name: "engine-api", run: func(ctx context.Context) error { return check(sb.EngineExec(ctx, req)) }},
+		methods := []*sandboxdtest.Method{
+			{Name: "agent", Run: func(ctx context.Context) error { return check(sb.Exec(ctx, req)) }},
+			{Name: "engine-api", Run: func(ctx context.Context) error { return check(sb.EngineExec(ctx, req)) }},
 		}
 		if cli, err := exec.LookPath("docker"); err == nil {
-			ss = append(ss, &sampler{name: "docker-cli", run: func(ctx context.Context) error {
+			methods = append(methods, &sandboxdtest.Method{Name: "docker-cli", Run: func(ctx context.Context) error {
 				out, err := exec.CommandContext(ctx, cli, "-H", eng.Host, "exec", sb.ID(), "true").CombinedOutput()
 				if err != nil {
 					return fmt.Errorf("docker exec: %v: %s", err, out)
@@ -101,39 +77,33 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 				return nil
 			}})
 		}
-		for _, s := range ss { // warm up
-			if err := s.run(ctx); err != nil {
-				b.Fatalf("%s: %v", s.name, err)
-			}
-		}
-		b.ResetTimer()
-		for range b.N {
-			for _, s := range ss {
-				start := time.Now()
-				if err := s.run(ctx); err != nil {
-					b.Fatalf("%s: %v", s.name, err)
-				}
-				s.d = append(s.d, time.Since(start))
-			}
-		}
-		b.StopTimer()
-		report(b, ss, "agent")
+		sandboxdtest.Measure(ctx, b, methods)
+		sandboxdtest.Report(b, methods, "agent", time.Millisecond)
 	})
 }
 
+// firstCommandSamples is how many new conversations BenchmarkFirstCommand
+// starts per method (at least): each is a container create, so 200 would
+// take many minutes.
+const firstCommandSamples = 20
+
 // BenchmarkFirstCommand: the first command of a new conversation — a cold
-// create, a warm-pool assignment, and a bare `docker run --rm` (CLI).
+// create, a warm-pool assignment, and a bare `docker run --rm` (CLI). Each
+// conversation's sandbox is removed before the next sample, untimed.
 func BenchmarkFirstCommand(b *testing.B) {
 	eachEngineB(b, func(b *testing.B, eng *engine.Engine) {
 		bin := engine.AgentBinary(b)
 		cold := newRuntime(b, eng, func(o *docker.Options) { o.AgentBinary = bin })
 		warm := newRuntime(b, eng, func(o *docker.Options) { o.AgentBinary = bin; o.WarmPool = 1 })
-		ctx := ctxT(b)
+		ctx := benchCtx(b)
 		n := 0
+		last := map[*testRuntime]conch.ConversationKey{}
 		first := func(rt *testRuntime) func(ctx context.Context) error {
 			return func(ctx context.Context) error {
 				n++
-				sb, err := rt.Sandbox(ctx, key(fmt.Sprintf("!first-%d:example.org", n)))
+				k := key(fmt.Sprintf("!first-%d:example.org", n))
+				last[rt] = k
+				sb, err := rt.Sandbox(ctx, k)
 				if err != nil {
 					return err
 				}
@@ -144,9 +114,25 @@ func BenchmarkFirstCommand(b *testing.B) {
 				return err
 			}
 		}
-		ss := []*sampler{{name: "cold", run: first(cold)}, {name: "warm", run: first(warm)}}
+		// prepare removes the runtime's last sandbox and, for the warm
+		// runtime, waits until the pool holds a ready container.
+		prepare := func(rt *testRuntime) func(ctx context.Context) error {
+			return func(ctx context.Context) error {
+				if k, ok := last[rt]; ok {
+					if err := rt.Remove(ctx, k); err != nil {
+						return err
+					}
+				}
+				return rt.FillPool(ctx)
+			}
+		}
+		samples := max(b.N, firstCommandSamples)
+		methods := []*sandboxdtest.Method{
+			{Name: "cold", Run: first(cold), Prepare: prepare(cold), N: samples},
+			{Name: "warm", Run: first(warm), Prepare: prepare(warm), N: samples},
+		}
 		if cli, err := exec.LookPath("docker"); err == nil {
-			ss = append(ss, &sampler{name: "docker-run-cli", run: func(ctx context.Context) error {
+			methods = append(methods, &sandboxdtest.Method{Name: "docker-run-cli", N: samples, Run: func(ctx context.Context) error {
 				out, err := exec.CommandContext(ctx, cli, "-H", eng.Host, "run", "--rm", "--network", "none", eng.Image, "true").CombinedOutput()
 				if err != nil {
 					return fmt.Errorf("docker run: %v: %s", err, out)
@@ -154,25 +140,8 @@ func BenchmarkFirstCommand(b *testing.B) {
 				return nil
 			}})
 		}
-		b.ResetTimer()
-		for range b.N {
-			b.StopTimer()
-			if err := warm.FillPool(ctx); err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-			for _, s := range ss {
-				start := time.Now()
-				if err := s.run(ctx); err != nil {
-					b.Fatalf("%s: %v", s.name, err)
-				}
-				s.d = append(s.d, time.Since(start))
-			}
-		}
-		b.StopTimer()
-		report(b, ss, "cold")
-		if w := ss[1].d; len(w) > 0 {
-			b.Logf("%s: warm p50 %.1f ms (target <= 50 ms)", eng.Name, ms(pct(w, 0.5)))
-		}
+		sandboxdtest.Measure(ctx, b, methods)
+		sandboxdtest.Report(b, methods, "cold", time.Millisecond)
+		b.Logf("%s: warm p50 %.1f ms (target <= 50 ms)", eng.Name, ms(sandboxdtest.Pct(methods[1].Samples, 0.5)))
 	})
 }

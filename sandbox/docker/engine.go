@@ -104,7 +104,7 @@ func dial(ctx context.Context, host, engine string) (*client.Client, Info, error
 	return api, info, nil
 }
 
-func identify(ctx context.Context, api *client.Client, host string) (Info, error) {
+func identify(ctx context.Context, api engineAPI, host string) (Info, error) {
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return Info{}, &conch.Error{Kind: conch.KindUnavailable, User: "the container engine does not answer",
 			Err: fmt.Errorf("ping engine at %s: %w", host, err)}

@@ -34,136 +34,158 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	if err := r.checkOpen(); err != nil {
 		return err
 	}
-	var known map[string]bool
-	if r.opts.Known != nil {
-		keys, err := r.opts.Known(ctx)
-		if err != nil {
-			return fmt.Errorf("reconcile sandboxes: known conversations: %w", err)
-		}
-		known = map[string]bool{}
-		for _, k := range keys {
-			known[k.String()] = true
-		}
+	known, err := r.knownSet(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile sandboxes: %w", err)
 	}
 	list, err := r.listInstance(ctx)
 	if err != nil {
 		return r.engineErr("reconcile sandboxes: list", err)
 	}
-	var errs []error
-	usedVolumes := map[string]bool{}
-	var pool []poolEntry
-	reattached, kept, removed := 0, 0, 0
+	rc := &reconciler{r: r, known: known, usedVolumes: map[string]bool{}}
 	for _, s := range list.Items {
-		name := containerName(s.Names)
-		ins, err := r.api.ContainerInspect(ctx, s.ID, client.ContainerInspectOptions{})
-		if cerrdefs.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, r.engineErr("reconcile sandboxes: inspect "+name, err))
-			continue
-		}
-		c := ins.Container
-		if c.Config == nil || c.State == nil {
-			continue
-		}
-		vol := workspaceVolume(c)
-		labels := c.Config.Labels
-
-		// Unassigned pool containers.
-		if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
-			reason, err := r.staleReason(ctx, c)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if reason == "" && c.State.Running && len(pool) < r.opts.WarmPool {
-				pool = append(pool, poolEntry{name: name, id: c.ID})
-				usedVolumes[vol] = true
-				continue
-			}
-			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, conch.ConversationKey{}, "surplus or stale pool container"))
-			removed++
-			continue
-		}
-
-		// The conversation: from the label, or for an assigned pool
-		// container from the registry.
-		convo := labels[LabelConversation]
-		if convo == "" {
-			if e, ok := r.reg.get(name); ok {
-				convo = e.Conversation
-			}
-		}
-		key, perr := conch.ParseConversationKey(convo)
-		if perr != nil || (known != nil && !known[convo]) {
-			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, key, "orphan"))
-			errs = append(errs, r.reg.delete(name))
-			removed++
-			continue
-		}
-		if want := ContainerName(r.opts.InstanceID, key); name != want {
-			errs = append(errs, r.removeOrphan(ctx, c.ID, name, vol, key, "name does not match its conversation"))
-			removed++
-			continue
-		}
-		usedVolumes[vol] = true
-		b := r.boxFor(key)
-		if err := b.acquireLock(ctx); err != nil {
+		if err := rc.container(ctx, s.ID, containerName(s.Names)); err != nil {
 			return err
 		}
-		err = r.adoptLocked(ctx, b, c)
-		if err == nil && b.id != "" {
-			r.mu.Lock()
-			b.lastUse = r.opts.Now()
-			if !b.running {
-				if t, perr := time.Parse(time.RFC3339Nano, c.State.FinishedAt); perr == nil && t.Year() > 1 {
-					b.lastUse = t
-				}
-			}
-			r.mu.Unlock()
-			if b.running {
-				reattached++
-			} else {
-				kept++
-			}
-		} else if err == nil {
-			removed++
+	}
+	rc.volumes(ctx)
+	r.mu.Lock()
+	r.pool = rc.pool
+	r.mu.Unlock()
+	r.log.Info("sandboxes reconciled", "reattached", rc.reattached, "stopped", rc.kept, "removed", rc.removed, "pool", len(rc.pool))
+	r.fillPoolAsync()
+	return errors.Join(rc.errs...)
+}
+
+// reconciler is one Reconcile's progress.
+type reconciler struct {
+	r *Runtime
+	// known is the store's conversations; nil treats all as known.
+	known       map[string]bool
+	errs        []error
+	usedVolumes map[string]bool
+	pool        []poolEntry
+
+	reattached, kept, removed int
+}
+
+// container reconciles one container of the instance. Its problems are
+// collected in rc.errs; an error returned ends Reconcile (ctx is done).
+func (rc *reconciler) container(ctx context.Context, id, name string) error {
+	r := rc.r
+	ins, err := r.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		rc.errs = append(rc.errs, r.engineErr("reconcile sandboxes: inspect "+name, err))
+		return nil
+	}
+	c := ins.Container
+	if c.Config == nil || c.State == nil {
+		return nil
+	}
+	vol := workspaceVolume(c)
+	labels := c.Config.Labels
+
+	// Unassigned pool containers.
+	if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
+		reason, err := r.staleReason(ctx, c)
+		if err != nil {
+			rc.errs = append(rc.errs, err)
+			return nil
 		}
-		b.unlock()
-		errs = append(errs, err)
+		if reason == "" && c.State.Running && len(rc.pool) < r.opts.WarmPool {
+			rc.pool = append(rc.pool, poolEntry{name: name, id: c.ID})
+			rc.usedVolumes[vol] = true
+			return nil
+		}
+		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, conch.ConversationKey{}, "surplus or stale pool container"))
+		rc.removed++
+		return nil
 	}
 
-	// Volumes: workspaces of unknown conversations, pool volumes nobody uses.
+	// The conversation: from the label, or for an assigned pool
+	// container from the registry.
+	convo := labels[LabelConversation]
+	if convo == "" {
+		if e, ok := r.reg.get(name); ok {
+			convo = e.Conversation
+		}
+	}
+	key, perr := conch.ParseConversationKey(convo)
+	if perr != nil || (rc.known != nil && !rc.known[convo]) {
+		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, key, "orphan"), r.reg.delete(name))
+		rc.removed++
+		return nil
+	}
+	if want := ContainerName(r.opts.InstanceID, key); name != want {
+		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, key, "name does not match its conversation"))
+		rc.removed++
+		return nil
+	}
+	rc.usedVolumes[vol] = true
+	return rc.adopt(ctx, key, c)
+}
+
+// adopt takes a conversation's container over (or removes it when stale).
+func (rc *reconciler) adopt(ctx context.Context, key conch.ConversationKey, c container.InspectResponse) error {
+	r := rc.r
+	b, err := r.lockBox(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer b.unlock()
+	err = r.adoptLocked(ctx, b, c)
+	switch {
+	case err != nil:
+		rc.errs = append(rc.errs, err)
+	case b.id == "":
+		rc.removed++
+	default:
+		r.mu.Lock()
+		b.lastUse = r.opts.Now()
+		if !b.running {
+			if t, perr := time.Parse(time.RFC3339Nano, c.State.FinishedAt); perr == nil && t.Year() > 1 {
+				b.lastUse = t
+			}
+		}
+		r.mu.Unlock()
+		if b.running {
+			rc.reattached++
+		} else {
+			rc.kept++
+		}
+	}
+	return nil
+}
+
+// volumes removes workspaces of unknown conversations and pool volumes
+// nobody uses.
+func (rc *reconciler) volumes(ctx context.Context) {
+	r := rc.r
 	vols, err := r.api.VolumeList(ctx, client.VolumeListOptions{
 		Filters: make(client.Filters).Add("label", LabelInstance+"="+r.opts.InstanceID)})
 	if err != nil {
-		errs = append(errs, r.engineErr("reconcile sandboxes: list volumes", err))
-	} else {
-		for _, v := range vols.Items {
-			if usedVolumes[v.Name] {
-				continue
-			}
-			convo := v.Labels[LabelConversation]
-			owner := r.reg.containerOfVolume(v.Name)
-			if e, ok := r.reg.get(owner); ok && v.Labels[LabelPool] == "1" {
-				convo = e.Conversation // an assigned pool volume
-			}
-			unknown := convo == "" || (known != nil && !known[convo])
-			if unknown {
-				errs = append(errs, r.removeVolume(ctx, v.Name))
-				if owner != "" {
-					errs = append(errs, r.reg.delete(owner))
-				}
+		rc.errs = append(rc.errs, r.engineErr("reconcile sandboxes: list volumes", err))
+		return
+	}
+	for _, v := range vols.Items {
+		if rc.usedVolumes[v.Name] {
+			continue
+		}
+		convo := v.Labels[LabelConversation]
+		owner := r.reg.containerOfVolume(v.Name)
+		if e, ok := r.reg.get(owner); ok && v.Labels[LabelPool] == "1" {
+			convo = e.Conversation // an assigned pool volume
+		}
+		if convo == "" || (rc.known != nil && !rc.known[convo]) {
+			rc.errs = append(rc.errs, r.removeVolume(ctx, v.Name))
+			if owner != "" {
+				rc.errs = append(rc.errs, r.reg.delete(owner))
 			}
 		}
 	}
-	r.mu.Lock()
-	r.pool = pool
-	r.mu.Unlock()
-	r.log.Info("sandboxes reconciled", "reattached", reattached, "stopped", kept, "removed", removed, "pool", len(pool))
-	r.fillPoolAsync()
-	return errors.Join(errs...)
 }
 
 // brokenContainer finds the id in Podman 4's listing failure for a
@@ -210,144 +232,4 @@ func (r *Runtime) removeOrphan(ctx context.Context, id, name, vol string, key co
 		return r.removeVolume(ctx, vol)
 	}
 	return nil
-}
-
-// fillPoolAsync tops the warm pool up to WarmPool in the background.
-func (r *Runtime) fillPoolAsync() {
-	r.mu.Lock()
-	if r.closed || r.poolFilling || len(r.pool) >= r.opts.WarmPool {
-		r.mu.Unlock()
-		return
-	}
-	r.poolFilling = true
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go func() {
-		defer r.wg.Done()
-		err := r.FillPool(r.life)
-		r.mu.Lock()
-		r.poolFilling = false
-		r.mu.Unlock()
-		if err != nil && r.life.Err() == nil {
-			r.log.Warn("warm pool", "err", err)
-		}
-	}()
-}
-
-// FillPool creates pool containers until WarmPool are ready. It runs in
-// the background after Reconcile and after each assignment; tests and
-// `conch sandbox` call it directly.
-func (r *Runtime) FillPool(ctx context.Context) error {
-	for {
-		r.mu.Lock()
-		need := len(r.pool) < r.opts.WarmPool && !r.closed
-		r.mu.Unlock()
-		if !need {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := r.addPoolContainer(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// addPoolContainer creates and starts one pool container with its agent.
-// Once begun it is not cancelled: an engine interrupted halfway through a
-// create can leave a half-made container behind (Podman 4 then fails every
-// listing), so Close waits for it instead.
-func (r *Runtime) addPoolContainer(parent context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 5*time.Minute)
-	defer cancel()
-	img, err := r.currentImage(ctx)
-	if err != nil {
-		return err
-	}
-	name := poolPrefix(r.opts.InstanceID) + randomHex(4)
-	labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelPool: "1"}
-	if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
-		return r.engineErr("create pool volume", err)
-	}
-	id, err := r.createContainer(ctx, name, name, img, labels)
-	if err != nil {
-		_ = r.removeVolume(ctx, name)
-		return err
-	}
-	ops := r.newOps(id, name)
-	if a, ok := ops.(*agentOps); ok {
-		if _, err := a.Ping(ctx); err != nil {
-			_ = a.Close()
-			_ = r.removeOrphan(ctx, id, name, name, conch.ConversationKey{}, "agent did not start")
-			return fmt.Errorf("warm pool: start agent in %s: %w", name, err)
-		}
-	}
-	r.mu.Lock()
-	closed := r.closed
-	if !closed {
-		r.pool = append(r.pool, poolEntry{name: name, id: id, ops: ops})
-	}
-	r.mu.Unlock()
-	if closed {
-		_ = ops.Close()
-	}
-	return nil
-}
-
-// PoolSize is the number of ready, unassigned pool containers.
-func (r *Runtime) PoolSize() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.pool)
-}
-
-// assignFromPool gives b a ready pool container: renamed to b's name (its
-// identity from now on) and recorded in the registry with its volume.
-// ok is false when the pool is empty. b.lock is held.
-func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err error) {
-	for {
-		r.mu.Lock()
-		if len(r.pool) == 0 {
-			r.mu.Unlock()
-			return false, nil
-		}
-		p := r.pool[0]
-		r.pool = r.pool[1:]
-		r.mu.Unlock()
-
-		ins, err := r.api.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
-		if err != nil || ins.Container.State == nil || !ins.Container.State.Running {
-			if p.ops != nil {
-				_ = p.ops.Close()
-			}
-			if err == nil || cerrdefs.IsNotFound(err) {
-				_ = r.removeOrphan(ctx, p.id, p.name, p.name, conch.ConversationKey{}, "pool container not running")
-				continue
-			}
-			return false, r.engineErr("inspect pool container", err)
-		}
-		if _, err := r.api.ContainerRename(ctx, p.id, client.ContainerRenameOptions{NewName: b.name}); err != nil {
-			return false, r.engineErr("assign pool container to "+b.name, err)
-		}
-		vol := workspaceVolume(ins.Container)
-		if err := r.reg.put(b.name, regEntry{Conversation: b.key.String(), Volume: vol, Assigned: r.opts.Now()}); err != nil {
-			return false, err
-		}
-		b.id, b.running, b.volume = p.id, true, vol
-		b.closeOpsLocked()
-		b.ops = p.ops
-		r.log.Info("sandbox assigned from warm pool", "conversation", b.key.String(), "container", b.name, "id", shortID(p.id))
-		r.audit(ctx, "sandbox_create", b.key, map[string]any{"container": b.name, "id": p.id, "volume": vol,
-			"image": labelOf(ins.Container, LabelImageHash), "engine": r.info.Engine, "profile": r.specHash, "pool": true})
-		r.fillPoolAsync()
-		return true, nil
-	}
-}
-
-func labelOf(c container.InspectResponse, k string) string {
-	if c.Config == nil {
-		return ""
-	}
-	return c.Config.Labels[k]
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/internal/backoff"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -34,7 +35,9 @@ var errContainerGone = errors.New("sandbox container is not running")
 // restarts the container first if an idle stop or a crash stopped it.
 type Sandbox struct {
 	rt *Runtime
-	b  *box
+	// b is the conversation's box; replaced by the current one when it was
+	// released (Release, Remove) while this handle lived.
+	b  atomic.Pointer[box]
 	id atomic.Pointer[string]
 	// eops serves EngineExec.
 	eops atomic.Pointer[engineOps]
@@ -43,7 +46,8 @@ type Sandbox struct {
 var _ conch.Sandbox = (*Sandbox)(nil)
 
 func newSandbox(r *Runtime, b *box) *Sandbox {
-	s := &Sandbox{rt: r, b: b}
+	s := &Sandbox{rt: r}
+	s.b.Store(b)
 	id := b.id
 	s.id.Store(&id)
 	return s
@@ -53,22 +57,24 @@ func newSandbox(r *Runtime, b *box) *Sandbox {
 func (s *Sandbox) ID() string { return *s.id.Load() }
 
 // Name is the container's name.
-func (s *Sandbox) Name() string { return s.b.name }
+func (s *Sandbox) Name() string { return s.b.Load().name }
 
 // Key is the conversation the sandbox belongs to.
-func (s *Sandbox) Key() conch.ConversationKey { return s.b.key }
+func (s *Sandbox) Key() conch.ConversationKey { return s.b.Load().key }
 
 // use makes the container run and returns its operations; done must be
 // called when the operation ends.
 func (s *Sandbox) use(ctx context.Context) (ops sandboxOps, done func(), err error) {
-	r, b := s.rt, s.b
+	r := s.rt
 	if err := r.checkOpen(); err != nil {
 		return nil, nil, err
 	}
-	if err := b.acquireLock(ctx); err != nil {
+	b, err := r.relock(ctx, s.b.Load())
+	if err != nil {
 		return nil, nil, err
 	}
 	defer b.unlock()
+	s.b.Store(b)
 	if err := r.ensureLocked(ctx, b); err != nil {
 		return nil, nil, err
 	}
@@ -83,8 +89,8 @@ func (s *Sandbox) use(ctx context.Context) (ops sandboxOps, done func(), err err
 
 // gone marks the container as not running after an operation found it so.
 func (s *Sandbox) gone(ctx context.Context) {
-	b := s.b
-	if b.acquireLock(ctx) != nil {
+	b, err := s.rt.relock(ctx, s.b.Load())
+	if err != nil {
 		return
 	}
 	b.running = false
@@ -92,25 +98,29 @@ func (s *Sandbox) gone(ctx context.Context) {
 	b.unlock()
 }
 
+// retryAfterRestart retries an operation once, at once: the container's
+// restart was the wait.
+var retryAfterRestart = backoff.Policy{Max: 1, Wait: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}
+
 // do runs op, restarting the container and retrying once when it was found
 // stopped before the operation began (so nothing of it ran).
 func do[T any](ctx context.Context, s *Sandbox, op func(sandboxOps) (T, error)) (T, error) {
-	for attempt := 0; ; attempt++ {
+	var v T
+	err := retryAfterRestart.Retry(ctx, func(ctx context.Context, attempt int) error {
 		ops, done, err := s.use(ctx)
 		if err != nil {
-			var zero T
-			return zero, err
+			return backoff.Permanent(err)
 		}
 		start := time.Now()
-		v, err := op(ops)
+		v, err = op(ops)
 		done()
-		if err == nil || attempt > 0 || ctx.Err() != nil {
-			return v, err
+		if err == nil || attempt > 1 || ctx.Err() != nil {
+			return backoff.Permanent(err)
 		}
 		switch {
 		case errors.Is(err, errContainerGone):
 			s.gone(ctx)
-			continue
+			return err
 		case conch.KindOf(err) == conch.KindTransient || conch.KindOf(err) == conch.KindUnavailable:
 			// The agent's stream broke. If the container had stopped
 			// before we began, nothing ran: restart and retry. If it
@@ -118,12 +128,13 @@ func do[T any](ctx context.Context, s *Sandbox, op func(sandboxOps) (T, error)) 
 			if stopped, before := s.stoppedSince(ctx, start); stopped {
 				s.gone(ctx)
 				if before {
-					continue
+					return err
 				}
 			}
 		}
-		return v, err
-	}
+		return backoff.Permanent(err)
+	}, nil)
+	return v, err
 }
 
 // stoppedSince reports whether the container is not running, and whether it
@@ -177,7 +188,7 @@ func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]conch.FileInfo,
 // returns its stdio: writes go to the agent's stdin, reads come from its
 // stdout (stderr is logged). The agent client calls it to (re)connect.
 func (s *Sandbox) DialAgent(ctx context.Context) (io.ReadWriteCloser, error) {
-	return s.rt.dialAgent(ctx, s.ID(), s.b.name)
+	return s.rt.dialAgent(ctx, s.ID(), s.Name())
 }
 
 // EngineExec runs one program as its own Engine API exec, bypassing the

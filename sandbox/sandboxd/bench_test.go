@@ -3,8 +3,10 @@ package sandboxd_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
-	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,103 +14,70 @@ import (
 	"conch/sandbox/sandboxd/sandboxdtest"
 )
 
-// latencies collects per-iteration durations and reports percentiles.
-type latencies []time.Duration
+// Run with e.g.
+//
+//	go test -run '^$' -bench . -benchtime 1x ./sandbox/sandboxd
+//
+// Latency benchmarks measure every method in its own loop, at least
+// sandboxdtest.MinSamples samples each, and report p50/p99 per method and
+// each method's multiple of the agent over a subprocess (the shape conch
+// runs in a sandbox).
 
-func (l latencies) pct(p float64) time.Duration {
-	if len(l) == 0 {
-		return 0
+// agentBase is the method the others are compared with.
+const agentBase = "agent-subprocess"
+
+// agentMethods returns one method per transport running op on a fresh agent.
+func agentMethods(b *testing.B, op func(ctx context.Context, h *sandboxdtest.Host) error) []*sandboxdtest.Method {
+	var out []*sandboxdtest.Method
+	for _, tr := range transports {
+		h := tr.new(b, b.TempDir())
+		if _, err := h.Ping(context.Background()); err != nil { // dial outside the timing
+			b.Fatal(err)
+		}
+		out = append(out, &sandboxdtest.Method{Name: "agent-" + tr.name, Run: func(ctx context.Context) error { return op(ctx, h) }})
 	}
-	s := slices.Clone(l)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*p))]
-}
-
-func (l latencies) report(b *testing.B) {
-	b.ReportMetric(float64(l.pct(0.50).Microseconds()), "p50-µs")
-	b.ReportMetric(float64(l.pct(0.99).Microseconds()), "p99-µs")
+	return out
 }
 
 // BenchmarkExecTrue compares running `true` through the agent stream with
-// os/exec on the host, the floor any exec path pays. The agent results
-// carry their p50 as a multiple of the host p50 measured in the same run.
+// os/exec on the host, the floor any exec path pays.
 func BenchmarkExecTrue(b *testing.B) {
-	var hostP50 time.Duration
-	b.Run("host-os-exec", func(b *testing.B) {
-		var lat latencies
-		for b.Loop() {
-			t0 := time.Now()
-			if err := exec.Command("true").Run(); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
+	methods := agentMethods(b, func(ctx context.Context, h *sandboxdtest.Host) error {
+		res, err := h.Exec(ctx, conch.ExecRequest{Argv: []string{"true"}})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d", res.ExitCode)
 		}
-		lat.report(b)
-		hostP50 = lat.pct(0.5)
+		return err
 	})
-	for _, tr := range transports {
-		b.Run("agent-"+tr.name, func(b *testing.B) {
-			h := tr.new(b, b.TempDir())
-			ctx := context.Background()
-			if _, err := h.Ping(ctx); err != nil { // dial outside the timing
-				b.Fatal(err)
-			}
-			var lat latencies
-			for b.Loop() {
-				t0 := time.Now()
-				res, err := h.Exec(ctx, conch.ExecRequest{Argv: []string{"true"}})
-				if err != nil || res.ExitCode != 0 {
-					b.Fatal(res, err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			lat.report(b)
-			if hostP50 > 0 {
-				b.ReportMetric(float64(lat.pct(0.5))/float64(hostP50), "x-host-p50")
-			}
-		})
-	}
+	methods = append(methods, &sandboxdtest.Method{Name: "host-os-exec", Run: func(context.Context) error {
+		return exec.Command("true").Run()
+	}})
+	sandboxdtest.Measure(context.Background(), b, methods)
+	sandboxdtest.Report(b, methods, agentBase, time.Microsecond)
 }
 
 // BenchmarkPing is the bare protocol round trip on an open stream.
 func BenchmarkPing(b *testing.B) {
-	for _, tr := range transports {
-		b.Run(tr.name, func(b *testing.B) {
-			h := tr.new(b, b.TempDir())
-			ctx := context.Background()
-			if _, err := h.Ping(ctx); err != nil {
-				b.Fatal(err)
-			}
-			var lat latencies
-			for b.Loop() {
-				t0 := time.Now()
-				if _, err := h.Ping(ctx); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			lat.report(b)
-		})
-	}
+	methods := agentMethods(b, func(ctx context.Context, h *sandboxdtest.Host) error {
+		_, err := h.Ping(ctx)
+		return err
+	})
+	sandboxdtest.Measure(context.Background(), b, methods)
+	sandboxdtest.Report(b, methods, agentBase, time.Microsecond)
 }
 
 // BenchmarkFileRoundTrip writes and reads back 4 KiB.
 func BenchmarkFileRoundTrip(b *testing.B) {
-	h := sandboxdtest.HostSandbox(b, b.TempDir())
-	ctx := context.Background()
 	data := bytes.Repeat([]byte("x"), 4096)
-	var lat latencies
-	for b.Loop() {
-		t0 := time.Now()
+	methods := agentMethods(b, func(ctx context.Context, h *sandboxdtest.Host) error {
 		if err := h.WriteFile(ctx, "f", data, 0); err != nil {
-			b.Fatal(err)
+			return err
 		}
-		if _, err := h.ReadFile(ctx, "f", 0); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	lat.report(b)
+		_, err := h.ReadFile(ctx, "f", 0)
+		return err
+	})
+	sandboxdtest.Measure(context.Background(), b, methods)
+	sandboxdtest.Report(b, methods, agentBase, time.Microsecond)
 }
 
 // BenchmarkOutputThroughput streams 64 MiB of program output.
@@ -135,45 +104,40 @@ func BenchmarkOutputThroughput(b *testing.B) {
 
 // BenchmarkPingUnderLoad measures the round trip of a small request while
 // another exec streams output as fast as it can on the same stream, against
-// idle pings measured in the same run: the head-of-line cost.
+// idle pings measured first on the same stream: the head-of-line cost.
 func BenchmarkPingUnderLoad(b *testing.B) {
 	for _, tr := range transports {
 		b.Run(tr.name, func(b *testing.B) {
 			h := tr.new(b, b.TempDir())
 			ctx := context.Background()
-			var idle latencies
-			for range 500 {
-				t0 := time.Now()
-				if _, err := h.Ping(ctx); err != nil {
-					b.Fatal(err)
-				}
-				idle = append(idle, time.Since(t0))
-			}
+			ping := func(ctx context.Context) error { _, err := h.Ping(ctx); return err }
+			idle := &sandboxdtest.Method{Name: "idle", Run: ping}
+			loaded := &sandboxdtest.Method{Name: "loaded", Run: ping}
+			sandboxdtest.Measure(ctx, b, []*sandboxdtest.Method{idle})
+
 			loadCtx, stop := context.WithCancel(ctx)
-			var streamed int64
+			var streamed atomic.Int64
+			streaming := make(chan struct{})
+			var once sync.Once
 			loadDone := make(chan struct{})
 			go func() {
 				defer close(loadDone)
 				h.Exec(loadCtx, conch.ExecRequest{
-					Argv:     []string{"cat", "/dev/zero"},
-					OnOutput: func(p []byte) { streamed += int64(len(p)) },
+					Argv: []string{"cat", "/dev/zero"},
+					OnOutput: func(p []byte) {
+						streamed.Add(int64(len(p)))
+						once.Do(func() { close(streaming) })
+					},
 				})
 			}()
-			var lat latencies
-			start := time.Now()
-			for b.Loop() {
-				t0 := time.Now()
-				if _, err := h.Ping(ctx); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			el := time.Since(start)
+			<-streaming // measure under load only
+			start, before := time.Now(), streamed.Load()
+			sandboxdtest.Measure(ctx, b, []*sandboxdtest.Method{loaded})
+			el, during := time.Since(start), streamed.Load()-before
 			stop()
 			<-loadDone
-			lat.report(b)
-			b.ReportMetric(float64(lat.pct(0.5))/float64(idle.pct(0.5)), "x-idle-p50")
-			b.ReportMetric(float64(streamed)/el.Seconds()/1e6, "load-MB/s")
+			sandboxdtest.Report(b, []*sandboxdtest.Method{idle, loaded}, "idle", time.Microsecond)
+			b.ReportMetric(float64(during)/el.Seconds()/1e6, "load-MB/s")
 		})
 	}
 }

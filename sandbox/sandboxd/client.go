@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"conch"
+	"conch/internal/backoff"
 )
 
 // Defaults of the client.
@@ -174,20 +175,26 @@ func (c *Client) session(ctx context.Context) (*session, error) {
 // attachment, or fail the exec, before the program starts. Other failures
 // are returned at once.
 func (c *Client) connectRetry(ctx context.Context) (*session, error) {
-	delay := 50 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		s, err := c.connect(ctx)
-		if err == nil || attempt == 3 || !errors.Is(err, errNoHello) {
-			return s, err
+	var s *session
+	err := connectPolicy.Retry(ctx, func(ctx context.Context, _ int) error {
+		var err error
+		s, err = c.connect(ctx)
+		if err != nil && !errors.Is(err, errNoHello) {
+			return backoff.Permanent(err)
 		}
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return nil, err
-		}
-		delay *= 4
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
 	}
+	return s, nil
 }
+
+// connectPolicy: three attempts, about 50–100 ms and 100–200 ms apart.
+var connectPolicy = backoff.Policy{Base: 100 * time.Millisecond, Max: 2}
+
+// retryAtOnce retries once without waiting: a fresh session is the remedy.
+var retryAtOnce = backoff.Policy{Max: 1, Wait: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}
 
 // errNoHello marks a stream that ended before the agent said hello.
 var errNoHello = errors.New("no hello from the agent")
@@ -275,17 +282,17 @@ func printable(b []byte) string {
 // retry runs fn on a session, once more on a fresh session if the first
 // one broke. Only for calls that are safe to repeat.
 func (c *Client) retry(ctx context.Context, fn func(*session) error) error {
-	for attempt := 0; ; attempt++ {
+	return retryAtOnce.Retry(ctx, func(ctx context.Context, _ int) error {
 		s, err := c.session(ctx)
 		if err != nil {
-			return err
+			return backoff.Permanent(err)
 		}
 		err = fn(s)
-		if attempt == 0 && errors.Is(err, ErrDisconnected) && ctx.Err() == nil {
-			continue
+		if errors.Is(err, ErrDisconnected) {
+			return err
 		}
-		return err
-	}
+		return backoff.Permanent(err)
+	}, nil)
 }
 
 // session is one connected stream.

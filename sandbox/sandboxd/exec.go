@@ -2,6 +2,7 @@ package sandboxd
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,45 +20,55 @@ import (
 
 const defaultDrainGrace = 250 * time.Millisecond
 
-// exec runs one program: directly, never through a shell, in its own
-// process group, with stdout and stderr on one pipe so their interleaving
-// is exactly the order the program wrote them.
-func (c *sconn) exec(st *sstream, req request) (result, error) {
+// execTarget checks an exec request and finds its program, working
+// directory and environment.
+func (c *sconn) execTarget(req request) (prog, dir string, env []string, err error) {
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
-		return result{}, invalidf("exec: no program given")
+		return "", "", nil, invalidf("exec: no program given")
 	}
 	for i, a := range req.Argv {
 		if err := checkNUL(fmt.Sprintf("argument %d", i), a); err != nil {
-			return result{}, err
+			return "", "", nil, err
 		}
 	}
-	env := c.srv.Env
+	env = c.srv.Env
 	if env == nil {
 		env = os.Environ()
 	}
 	env = append(env[:len(env):len(env)], req.Env...)
 	for _, kv := range req.Env {
 		if err := checkNUL("environment entry", kv); err != nil {
-			return result{}, err
+			return "", "", nil, err
 		}
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return result{}, invalidf("environment entry %q is not KEY=value", kv)
+			return "", "", nil, invalidf("environment entry %q is not KEY=value", kv)
 		}
 	}
 	dirArg := req.Dir
 	if dirArg == "" {
 		dirArg = c.srv.workspace()
 	}
-	dirArg, dir, err := c.srv.resolve(dirArg)
+	dirArg, dir, err = c.srv.resolve(dirArg)
 	if err != nil {
-		return result{}, err
+		return "", "", nil, err
 	}
-	if fi, err := os.Stat(dir); err != nil {
-		return result{}, &wireError{Code: codeNotFound, Message: fmt.Sprintf("working directory %s does not exist", dirArg)}
+	if fi, serr := os.Stat(dir); serr != nil {
+		return "", "", nil, &wireError{Code: codeNotFound, Message: fmt.Sprintf("working directory %s does not exist", dirArg)}
 	} else if !fi.IsDir() {
-		return result{}, invalidf("working directory %s is not a directory", dirArg)
+		return "", "", nil, invalidf("working directory %s is not a directory", dirArg)
 	}
-	prog, err := lookPath(req.Argv[0], dir, envValue(env, "PATH"))
+	prog, err = lookPath(req.Argv[0], dir, envValue(env, "PATH"))
+	if err != nil {
+		return "", "", nil, err
+	}
+	return prog, dir, env, nil
+}
+
+// exec runs one program: directly, never through a shell, in its own
+// process group, with stdout and stderr on one pipe so their interleaving
+// is exactly the order the program wrote them.
+func (c *sconn) exec(st *sstream, req request) (result, error) {
+	prog, dir, env, err := c.execTarget(req)
 	if err != nil {
 		return result{}, err
 	}
@@ -103,19 +114,7 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 		stopped.CompareAndSwap(nil, &reason)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	execCtx, cancelExec := st.ctx, context.CancelFunc(func() {})
-	if req.TimeoutMS > 0 {
-		execCtx, cancelExec = context.WithTimeout(st.ctx, time.Duration(req.TimeoutMS)*time.Millisecond)
-	}
-	defer cancelExec()
-	stopKiller := context.AfterFunc(execCtx, func() {
-		if errors.Is(execCtx.Err(), context.DeadlineExceeded) && st.ctx.Err() == nil {
-			kill(conch.StoppedTimeout)
-		} else {
-			kill(conch.StoppedCanceled)
-		}
-	})
-	defer stopKiller()
+	defer killWhenDone(st.ctx, req.TimeoutMS, kill)()
 
 	procDone := make(chan struct{})
 	if sw != nil {
@@ -123,46 +122,13 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 		go c.pumpStdin(st, sw, procDone)
 	}
 
-	grace := c.srv.DrainGrace
-	if grace <= 0 {
-		grace = defaultDrainGrace
-	}
+	grace := cmp.Or(max(c.srv.DrainGrace, 0), defaultDrainGrace)
 	var exited atomic.Bool
 	var total int64
 	pumpDone := make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		for {
-			// Credit waits on the connection, not the exec: output produced
-			// before a kill is still delivered.
-			n, err := st.out.take(c.ctx, DataChunk)
-			if err != nil {
-				return
-			}
-			if exited.Load() {
-				_ = pr.SetReadDeadline(time.Now().Add(grace))
-			}
-			buf := make([]byte, headerSize+n)
-			m, rerr := pr.Read(buf[headerSize:])
-			st.out.giveBack(n - m)
-			if m > 0 {
-				if req.Ceiling > 0 && total+int64(m) > req.Ceiling {
-					m = int(req.Ceiling - total)
-					kill(conch.StoppedOutput)
-					rerr = errors.New("output ceiling")
-				}
-				total += int64(m)
-				if m > 0 {
-					if err := c.fw.writeBuf(st.id, frameData, buf[:headerSize+m]); err != nil {
-						kill(conch.StoppedCanceled)
-						return
-					}
-				}
-			}
-			if rerr != nil {
-				return
-			}
-		}
+		total = c.pumpOutput(st, pr, req.Ceiling, grace, &exited, kill)
 	}()
 
 	werr := cmd.Wait()
@@ -175,24 +141,88 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 	_ = pr.SetReadDeadline(time.Now().Add(grace))
 	<-pumpDone
 
-	res := result{DurationUS: dur.Microseconds(), OutputBytes: total}
 	ps := cmd.ProcessState
 	if ps == nil {
 		return result{}, fmt.Errorf("exec: wait: %w", werr)
 	}
+	res := exitResult(ps, dur, total, stopped.Load())
+	if res.Signal == int(syscall.SIGKILL) && res.Stopped == "" && oomBefore >= 0 {
+		res.OOM = c.srv.oomKills() > oomBefore
+	}
+	return res, nil
+}
+
+// killWhenDone calls kill when ctx ends (StoppedCanceled) or the timeout
+// passes first (StoppedTimeout). The returned func stops watching.
+func killWhenDone(ctx context.Context, timeoutMS int64, kill func(conch.StoppedReason)) (stop func()) {
+	execCtx, cancelExec := ctx, context.CancelFunc(func() {})
+	if timeoutMS > 0 {
+		execCtx, cancelExec = context.WithTimeout(ctx, time.Duration(timeoutMS)*time.Millisecond)
+	}
+	stopKiller := context.AfterFunc(execCtx, func() {
+		if errors.Is(execCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			kill(conch.StoppedTimeout)
+		} else {
+			kill(conch.StoppedCanceled)
+		}
+	})
+	return func() {
+		stopKiller()
+		cancelExec()
+	}
+}
+
+// exitResult describes how a program ended; stopped is why it was killed,
+// if it was.
+func exitResult(ps *os.ProcessState, dur time.Duration, total int64, stopped *conch.StoppedReason) result {
+	res := result{DurationUS: dur.Microseconds(), OutputBytes: total}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		res.Signal = int(ws.Signal())
 		res.ExitCode = 128 + res.Signal
 	} else {
 		res.ExitCode = ps.ExitCode()
 	}
-	if r := stopped.Load(); r != nil {
-		res.Stopped = string(*r)
+	if stopped != nil {
+		res.Stopped = string(*stopped)
 	}
-	if res.Signal == int(syscall.SIGKILL) && res.Stopped == "" && oomBefore >= 0 {
-		res.OOM = c.srv.oomKills() > oomBefore
+	return res
+}
+
+// pumpOutput sends the program's output as data frames as the client gives
+// credit, kills the program when it passes ceiling (0: none), and stops a
+// grace period after exited is set. It returns the bytes sent.
+func (c *sconn) pumpOutput(st *sstream, pr *os.File, ceiling int64, grace time.Duration, exited *atomic.Bool, kill func(conch.StoppedReason)) (total int64) {
+	for {
+		// Credit waits on the connection, not the exec: output produced
+		// before a kill is still delivered.
+		n, err := st.out.take(c.ctx, DataChunk)
+		if err != nil {
+			return total
+		}
+		if exited.Load() {
+			_ = pr.SetReadDeadline(time.Now().Add(grace))
+		}
+		buf := make([]byte, headerSize+n)
+		m, rerr := pr.Read(buf[headerSize:])
+		st.out.giveBack(n - m)
+		if m > 0 {
+			if ceiling > 0 && total+int64(m) > ceiling {
+				m = int(ceiling - total)
+				kill(conch.StoppedOutput)
+				rerr = errors.New("output ceiling")
+			}
+			total += int64(m)
+			if m > 0 {
+				if err := c.fw.writeBuf(st.id, frameData, buf[:headerSize+m]); err != nil {
+					kill(conch.StoppedCanceled)
+					return total
+				}
+			}
+		}
+		if rerr != nil {
+			return total
+		}
 	}
-	return res, nil
 }
 
 // pumpStdin copies the client's stdin frames to the program and returns

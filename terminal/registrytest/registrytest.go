@@ -17,7 +17,7 @@ func Run(t *testing.T, reg terminal.Registry) {
 	ctx := context.Background()
 	opened := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
 	recs := []terminal.Record{
-		{TTY: 2, Session: "tty_2", Command: "python3 -q", OpenedAt: opened, Mark: 7, Seen: []string{">>> 1+1", "2", ">>>"}},
+		{TTY: 2, Session: "tty_2", Command: "python3 -q", OpenedAt: opened, Mark: 7, Seen: []string{">>> 1+1", "2", ">>>"}, Observed: true},
 		{TTY: 0, Session: "tty_0", Shell: true, Nonce: "0123abcd", OpenedAt: opened, Mark: -1},
 		{TTY: terminal.CodeTTY, Session: "code", Command: "fakecli", Shell: true, OpenedAt: opened, Mark: 0, Seen: []string{"╭─╮", "│ > │"}},
 	}
@@ -40,7 +40,7 @@ func Run(t *testing.T, reg terminal.Registry) {
 	}
 	// An update replaces the record.
 	upd := recs[0]
-	upd.Mark, upd.Seen = 9, []string{"new"}
+	upd.Mark, upd.Seen, upd.Observed = 9, []string{"new"}, false
 	if err := reg.SaveTerminal(ctx, "a", upd); err != nil {
 		t.Fatalf("SaveTerminal update: %v", err)
 	}
@@ -72,7 +72,7 @@ func equal(a, b []terminal.Record) bool {
 	for i := range a {
 		x, y := a[i], b[i]
 		if x.TTY != y.TTY || x.Session != y.Session || x.Command != y.Command || x.Shell != y.Shell || x.Nonce != y.Nonce ||
-			!x.OpenedAt.Equal(y.OpenedAt) || x.Mark != y.Mark || fmt.Sprint(nilEmpty(x.Seen)) != fmt.Sprint(nilEmpty(y.Seen)) {
+			!x.OpenedAt.Equal(y.OpenedAt) || x.Mark != y.Mark || x.Observed != y.Observed || fmt.Sprint(nilEmpty(x.Seen)) != fmt.Sprint(nilEmpty(y.Seen)) {
 			return false
 		}
 	}

@@ -1,4 +1,4 @@
-package terminal
+package coder
 
 import (
 	"encoding/json"
@@ -92,7 +92,7 @@ func jsonFile(p string, v any) (File, error) {
 }
 
 // Gemini is the Gemini CLI (npm @google/gemini-cli; markers and settings
-// checked against the real 0.61 TUI in terminal/realcli_test.go). Its
+// checked against the real 0.61 TUI in terminal/coder/realcli_test.go). Its
 // AfterAgent hook marks the end of a turn; folder trust and the auth dialog
 // are settled in ~/.gemini/settings.json; GOOGLE_GEMINI_BASE_URL points it
 // at its API (it then streams from {base}/v1beta/models/{model}:
@@ -262,4 +262,9 @@ func tomlStrings(ss []string) string {
 		q[i] = tomlString(s)
 	}
 	return strings.Join(q, ", ")
+}
+
+// shellQuote quotes s as one word for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

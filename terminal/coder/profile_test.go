@@ -1,4 +1,4 @@
-package terminal
+package coder
 
 import (
 	"encoding/json"

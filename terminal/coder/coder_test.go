@@ -1,4 +1,4 @@
-package terminal_test
+package coder_test
 
 import (
 	"context"
@@ -9,19 +9,39 @@ import (
 
 	"conch"
 	"conch/terminal"
+	"conch/terminal/coder"
 	"conch/terminal/terminaltest"
 )
 
-func newCoder(t *testing.T, b *box, m *terminal.Manager, mod func(*terminal.Profile)) *terminal.Coder {
+type box = terminaltest.Box
+
+func eachBox(t *testing.T, f func(t *testing.T, b *box)) { terminaltest.Each(t, f) }
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func contains(t testing.TB, what, got, want string) {
 	t.Helper()
-	p := terminal.FakeCLI(terminaltest.FakeCLI(t, b))
+	if !strings.Contains(got, want) {
+		t.Fatalf("%s: got %q, want it to contain %q", what, got, want)
+	}
+}
+
+var testKey = conch.ConversationKey{Channel: conch.ChannelCLI, ID: "coder"}
+
+func newCoder(t *testing.T, b *box, m *terminal.Manager, mod func(*coder.Profile)) *coder.Coder {
+	t.Helper()
+	p := coder.FakeCLI(terminaltest.FakeCLI(t, b))
 	if mod != nil {
 		mod(&p)
 	}
-	return m.Coder(p, terminal.CoderOptions{TurnTimeout: time.Minute, StartTimeout: 30 * time.Second, ProgressEvery: 100 * time.Millisecond})
+	return coder.For(m, testKey, p, coder.Options{TurnTimeout: time.Minute, StartTimeout: 30 * time.Second})
 }
 
-func mustTurn(t *testing.T, what string, res terminal.TurnResult, err error, want terminal.TurnState) terminal.TurnResult {
+func mustTurn(t *testing.T, what string, res coder.TurnResult, err error, want coder.TurnState) coder.TurnResult {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -46,7 +66,7 @@ func TestCoderTurns(t *testing.T) {
 		var progress []string
 		report := func(s string) { mu.Lock(); progress = append(progress, s); mu.Unlock() }
 		res, err := c.Task(ctx, "say hello, then work 1s", report)
-		mustTurn(t, "first task", res, err, terminal.TurnIdle)
+		mustTurn(t, "first task", res, err, coder.TurnIdle)
 		if !res.Started || !res.Hook {
 			t.Errorf("first task: got started=%v hook=%v, want the CLI started and the turn ended by its hook", res.Started, res.Hook)
 		}
@@ -65,10 +85,10 @@ func TestCoderTurns(t *testing.T) {
 		}
 
 		res, err = c.Task(ctx, "needs permission to deploy", nil)
-		mustTurn(t, "permission task", res, err, terminal.TurnAsking)
+		mustTurn(t, "permission task", res, err, coder.TurnAsking)
 		contains(t, "permission task", res.Text, "Allow fakecli to run `make deploy`?")
 		res, err = c.Respond(ctx, "1", nil)
-		mustTurn(t, "answer", res, err, terminal.TurnIdle)
+		mustTurn(t, "answer", res, err, coder.TurnIdle)
 		contains(t, "answer", res.Text, "permission granted")
 		if res.Started {
 			t.Errorf("answer: the CLI was restarted, want the same session")
@@ -76,20 +96,20 @@ func TestCoderTurns(t *testing.T) {
 
 		long := "Line one of a long task\n" + strings.Repeat("more detail. ", 60)
 		res, err = c.Task(ctx, long, nil)
-		mustTurn(t, "long task", res, err, terminal.TurnIdle)
+		mustTurn(t, "long task", res, err, coder.TurnIdle)
 		if !strings.HasPrefix(res.IPCFile, b.WS+"/.ipc/task-") {
 			t.Errorf("long task: IPC file %q, want one under %s/.ipc", res.IPCFile, b.WS)
 		}
 		contains(t, "long task", res.Text, "task file says: Line one of a long task")
 
 		res, err = c.Task(ctx, "please crash now", nil)
-		mustTurn(t, "crash", res, err, terminal.TurnCrashed)
+		mustTurn(t, "crash", res, err, coder.TurnCrashed)
 		if res.CrashStatus != 3 || !res.Started {
 			t.Errorf("crash: got status %d started=%v, want 3 and restarted", res.CrashStatus, res.Started)
 		}
 		contains(t, "crash", res.Text, "fatal: simulated crash")
 		res, err = c.Task(ctx, "after the failure", nil)
-		mustTurn(t, "after crash", res, err, terminal.TurnIdle)
+		mustTurn(t, "after crash", res, err, coder.TurnIdle)
 		contains(t, "after crash", res.Text, "● Done: after the failure")
 	})
 }
@@ -100,9 +120,9 @@ func TestCoderSwallowedEnterIsRetried(t *testing.T) {
 	t.Cleanup(m.Detach)
 	// Enter 1 ms after the text: the fake CLI swallows it, as the real
 	// ones do; the Coder must notice and press it again.
-	c := newCoder(t, b, m, func(p *terminal.Profile) { p.EnterDelay = time.Millisecond })
+	c := newCoder(t, b, m, func(p *coder.Profile) { p.EnterDelay = time.Millisecond })
 	res, err := c.Task(ctxT(t), "quick one", nil)
-	mustTurn(t, "task", res, err, terminal.TurnIdle)
+	mustTurn(t, "task", res, err, coder.TurnIdle)
 	contains(t, "task", res.Text, "● Done: quick one")
 }
 
@@ -112,21 +132,21 @@ func TestCoderTimeoutAndRecovery(t *testing.T) {
 		reg := terminal.NewMemRegistry()
 		m1 := terminal.NewManager(b.SB, reg, b.Opts)
 		bin := terminaltest.FakeCLI(t, b)
-		c1 := m1.Coder(terminal.FakeCLI(bin), terminal.CoderOptions{TurnTimeout: 300 * time.Millisecond})
+		c1 := coder.For(m1, testKey, coder.FakeCLI(bin), coder.Options{TurnTimeout: 300 * time.Millisecond})
 		res, err := c1.Task(ctx, "work 2s on it", nil)
-		mustTurn(t, "long turn", res, err, terminal.TurnWorking)
+		mustTurn(t, "long turn", res, err, coder.TurnWorking)
 		m1.Detach() // conch restarts while the agent works
 
 		m2 := terminal.NewManager(b.SB, reg, b.Opts)
 		t.Cleanup(m2.Detach)
-		c2 := m2.Coder(terminal.FakeCLI(bin), terminal.CoderOptions{TurnTimeout: time.Minute})
+		c2 := coder.For(m2, testKey, coder.FakeCLI(bin), coder.Options{TurnTimeout: time.Minute})
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		res, err = c2.Respond(rctx, "", nil)
-		mustTurn(t, "keep waiting after restart", res, err, terminal.TurnIdle)
+		mustTurn(t, "keep waiting after restart", res, err, coder.TurnIdle)
 		contains(t, "after restart", res.Text, "● Done: work 2s on it")
 		res, err = c2.Task(ctx, "next one", nil)
-		mustTurn(t, "next task", res, err, terminal.TurnIdle)
+		mustTurn(t, "next task", res, err, coder.TurnIdle)
 		if res.Started {
 			t.Errorf("next task: the CLI was started again, want the running one found")
 		}
@@ -138,15 +158,15 @@ func TestCoderEgressProxy(t *testing.T) {
 	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(m.Detach)
 	calls := 0
-	c := m.Coder(terminal.FakeCLI(terminaltest.FakeCLI(t, b)), terminal.CoderOptions{
+	c := coder.For(m, testKey, coder.FakeCLI(terminaltest.FakeCLI(t, b)), coder.Options{
 		Env: []string{"FAKE_KEY=it's secret"},
-		Egress: func(ctx context.Context, sb conch.Sandbox) (string, error) {
+		Egress: func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
 			calls++
 			return "http://127.0.0.1:3128", nil
 		},
 	})
 	res, err := c.Task(ctxT(t), "show proxy", nil)
-	mustTurn(t, "task", res, err, terminal.TurnIdle)
+	mustTurn(t, "task", res, err, coder.TurnIdle)
 	contains(t, "task", res.Text, "proxy: http://127.0.0.1:3128")
 	if calls != 1 {
 		t.Errorf("Egress called %d times, want 1", calls)
@@ -161,12 +181,12 @@ func TestCoderKeyNeverOnScreen(t *testing.T) {
 		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		const key = "sk-test-0123456789abcdef"
-		c := m.Coder(terminal.FakeCLI(terminaltest.FakeCLI(t, b)), terminal.CoderOptions{
+		c := coder.For(m, testKey, coder.FakeCLI(terminaltest.FakeCLI(t, b)), coder.Options{
 			TurnTimeout: time.Minute, StartTimeout: 30 * time.Second,
 			APIKey: key, Env: []string{"CONCH_TEST_KEY=" + key},
 		})
 		res, err := c.Task(ctx, "say hello", nil)
-		mustTurn(t, "task", res, err, terminal.TurnIdle)
+		mustTurn(t, "task", res, err, coder.TurnIdle)
 		// Every pane's whole scrollback, as tmux holds it.
 		capture, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c",
 			"for p in $(tmux -S " + m.Options().Socket + " list-panes -a -F '#{pane_id}'); do tmux -S " + m.Options().Socket + " capture-pane -p -S - -t $p; done"}})

@@ -1,4 +1,4 @@
-package terminal_test
+package coder_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"conch/internal/testenv/realcli"
 	"conch/sandbox/docker"
 	"conch/terminal"
+	"conch/terminal/coder"
 	"conch/terminal/terminaltest"
 )
 
@@ -51,33 +52,14 @@ func TestRealGeminiCLI(t *testing.T) {
 	port, _ := strconv.Atoi(u.Port())
 
 	b := terminaltest.Container(t)
-	stage := filepath.Join(b.AgentDir, "realcli")
-	mount := docker.AgentDir + "/realcli"
-	if err := cli.Stage(stage); err != nil {
-		t.Fatal(err)
-	}
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: llm.Certificate().Raw})
-	if err := os.WriteFile(filepath.Join(stage, "ca.pem"), ca, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	// A tunnel is reported when it closes.
-	tunnels := make(chan egress.Event, 64)
-	proxy := egress.New(egress.Options{Hosts: []string{"127.0.0.1"}, Ports: []int{port}, AllowPrivate: true,
-		OnTunnel: func(e egress.Event) {
-			select {
-			case tunnels <- e:
-			default:
-			}
-		}})
-	bridges := egress.NewBridges(proxy, egress.BridgeOptions{})
-	t.Cleanup(func() { bridges.Close() })
+	mount := stageCLI(t, b, cli, llm)
+	tunnels, bridges := egressTo(t, port)
 
 	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(m.Detach)
-	p := terminal.Gemini()
+	p := coder.Gemini()
 	p.Command = cli.Command(mount)
-	c := m.Coder(p, terminal.CoderOptions{
+	c := coder.For(m, testKey, p, coder.Options{
 		StartTimeout: 2 * time.Minute,
 		TurnTimeout:  2 * time.Minute,
 		Env: []string{
@@ -93,7 +75,7 @@ func TestRealGeminiCLI(t *testing.T) {
 	defer cancel()
 
 	res, err := c.Task(ctx, ask1, nil)
-	mustTurn(t, "first task", res, err, terminal.TurnIdle)
+	mustTurn(t, "first task", res, err, coder.TurnIdle)
 	if !res.Started || !res.Hook {
 		t.Errorf("first task: got started=%v hook=%v, want the CLI started and the turn ended by its AfterAgent hook", res.Started, res.Hook)
 	}
@@ -108,7 +90,7 @@ func TestRealGeminiCLI(t *testing.T) {
 	}
 
 	res, err = c.Task(ctx, ask2, nil)
-	mustTurn(t, "second task", res, err, terminal.TurnIdle)
+	mustTurn(t, "second task", res, err, coder.TurnIdle)
 	if res.Started || !res.Hook {
 		t.Errorf("second task: got started=%v hook=%v, want the same CLI and its hook", res.Started, res.Hook)
 	}
@@ -122,27 +104,71 @@ func TestRealGeminiCLI(t *testing.T) {
 	if !strings.HasSuffix(r.Path, "/models/gemini-2.5-flash:streamGenerateContent") || r.APIKey != "test-key" {
 		t.Errorf("second request: got %s with key %q, want the streaming call with test-key", r.Path, r.APIKey)
 	}
-	// The CLI sends its session context first, in the first user message
-	// (or one of its own); the exchange follows in order.
-	var history strings.Builder
-	var order []string
-	for _, msg := range r.Messages {
-		fmt.Fprintf(&history, "%s: %s\n", msg.Role, msg.Text)
-		for _, w := range []string{ask1, first, ask2} {
-			if strings.Contains(msg.Text, w) {
-				order = append(order, msg.Role+": "+w)
-			}
-		}
-	}
-	if want := []string{"user: " + ask1, "assistant: " + first, "user: " + ask2}; strings.Join(order, "|") != strings.Join(want, "|") {
-		t.Errorf("second request: got exchange %q, want %q; history:\n%s", order, want, history.String())
-	}
+	checkExchange(t, r, []string{ask1, first, ask2})
 
 	// Ending the CLI closes its connection: the proxy reports the tunnel.
 	if res, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"tmux", "-S", m.Options().RunDir + "/tmux.sock", "kill-session", "-t", "code"}, Timeout: 30 * time.Second}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("end the CLI: %v %s", err, res.Output)
 	}
-	target := "127.0.0.1:" + u.Port()
+	waitTunnel(t, tunnels, "127.0.0.1:"+u.Port())
+}
+
+// stageCLI puts the CLI and the fake API's certificate where the sandbox
+// sees them; it returns that directory as the sandbox sees it.
+func stageCLI(t *testing.T, b *terminaltest.Box, cli *realcli.CLI, llm *fakellm.Server) string {
+	t.Helper()
+	stage := filepath.Join(b.AgentDir, "realcli")
+	if err := cli.Stage(stage); err != nil {
+		t.Fatal(err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: llm.Certificate().Raw})
+	if err := os.WriteFile(filepath.Join(stage, "ca.pem"), ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return docker.AgentDir + "/realcli"
+}
+
+// egressTo returns bridges to a proxy that allows 127.0.0.1:port and
+// reports each tunnel when it closes.
+func egressTo(t *testing.T, port int) (<-chan egress.Event, *egress.Bridges) {
+	t.Helper()
+	tunnels := make(chan egress.Event, 64)
+	proxy := egress.New(egress.Options{Hosts: []string{"127.0.0.1"}, Ports: []int{port}, AllowPrivate: true,
+		OnTunnel: func(e egress.Event) {
+			select {
+			case tunnels <- e:
+			default:
+			}
+		}})
+	bridges := egress.NewBridges(proxy, egress.BridgeOptions{})
+	t.Cleanup(func() { bridges.Close() })
+	return tunnels, bridges
+}
+
+// checkExchange: the CLI sends its session context first, in the first
+// user message (or one of its own); the exchange (ask, answer, ask)
+// follows in order.
+func checkExchange(t *testing.T, r fakellm.Request, words []string) {
+	t.Helper()
+	var history strings.Builder
+	var order []string
+	for _, msg := range r.Messages {
+		fmt.Fprintf(&history, "%s: %s\n", msg.Role, msg.Text)
+		for _, w := range words {
+			if strings.Contains(msg.Text, w) {
+				order = append(order, msg.Role+": "+w)
+			}
+		}
+	}
+	if want := []string{"user: " + words[0], "assistant: " + words[1], "user: " + words[2]}; strings.Join(order, "|") != strings.Join(want, "|") {
+		t.Errorf("second request: got exchange %q, want %q; history:\n%s", order, want, history.String())
+	}
+}
+
+// waitTunnel waits for the proxy to report a tunnel to target that
+// carried data back.
+func waitTunnel(t *testing.T, tunnels <-chan egress.Event, target string) {
+	t.Helper()
 	wait := time.After(30 * time.Second)
 	var seen []egress.Event
 	for {

@@ -1,0 +1,220 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"conch"
+)
+
+// Admission decides what an inbound message from a channel is: dropped (a
+// sender who may not talk to conch), a command, or a message. It is the one
+// place where allowlists are checked, with one rule for case. Submission
+// (Submit) then makes a message durable and queues it; schedules and watches
+// submit directly, without admission.
+
+// Admits implements conch.Handler: any one of ids on the channel's allowlist
+// is enough. A channel without an allowlist admits nobody.
+func (g *Gateway) Admits(_ context.Context, ch conch.ChannelName, ids ...conch.UserID) bool {
+	al, ok := g.opts.Allow[ch]
+	if !ok {
+		return false
+	}
+	for _, id := range ids {
+		if id != "" && al.Allows(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// HandleInbound implements conch.Handler: admission, commands, then
+// submission. It returns once the message is durable.
+func (g *Gateway) HandleInbound(ctx context.Context, in conch.Inbound) error {
+	if in.Key.IsZero() || in.Key.ID == "" {
+		return conch.Errorf(conch.KindInvalid, "message without a conversation")
+	}
+	if !in.Origin.IsPerson() {
+		return conch.Errorf(conch.KindInvalid, "a channel delivered a message of origin %q; only people write on channels", in.Origin.Kind)
+	}
+	if !g.Admits(ctx, in.Key.Channel, append([]conch.UserID{in.Sender}, in.SenderAliases...)...) {
+		// Unknown senders get nothing at all.
+		g.log.Debug("dropped message from sender not on the allowlist", "channel", in.Key.Channel, "sender", in.Sender)
+		return nil
+	}
+	if in.ReceivedAt.IsZero() {
+		in.ReceivedAt = g.opts.Now()
+	}
+	if cmd, ok := parseCommand(in.Text); ok {
+		if g.seenCommand(ctx, in) {
+			g.log.Info("ignored redelivered command", "conversation", in.Key, "external_id", in.ExternalID)
+			return nil
+		}
+		return g.command(ctx, in, cmd)
+	}
+	if strings.TrimSpace(in.Text) == "" && len(in.Attachments) == 0 {
+		g.log.Info("ignored empty message", "conversation", in.Key, "sender", in.Sender)
+		return nil
+	}
+	_, err := g.Submit(ctx, in)
+	return err
+}
+
+// Submit implements conch.Submitter: the message (and its files) is stored
+// durably and queued behind the conversation's other turns. A redelivered
+// message (same channel and ExternalID) returns its existing turn.
+func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, error) {
+	if in.Key.IsZero() || in.Key.ID == "" {
+		return conch.Turn{}, conch.Errorf(conch.KindInvalid, "message without a conversation")
+	}
+	if in.Sender == "" {
+		in.Sender = conch.UserID("conch:" + string(in.Origin.Kind))
+	}
+	if in.ReceivedAt.IsZero() {
+		in.ReceivedAt = g.opts.Now()
+	}
+	in, refused := g.spool(ctx, in)
+	turn, dup, err := g.opts.Store.AddInbound(ctx, in)
+	if err != nil {
+		return conch.Turn{}, fmt.Errorf("store inbound: %w", err)
+	}
+	if dup {
+		g.log.Info("ignored redelivered message", "conversation", in.Key, "external_id", in.ExternalID, "turn", turn.ID)
+		return turn, nil
+	}
+	g.hub.Publish(ctx, in.Key, turn.ID, conch.MessageEvent{
+		Role: conch.RoleUser, Text: in.Text, Sender: in.Sender, Origin: in.Origin.Kind, Attachments: turn.Inbound.Attachments,
+	})
+	for _, why := range refused {
+		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: why, InReplyTo: in.ExternalID, Thread: in.Thread})
+	}
+	pos, err := g.enqueue(turn)
+	if err != nil || pos == alreadyQueued {
+		return turn, err
+	}
+	g.hub.Publish(ctx, in.Key, turn.ID, conch.TurnState{Status: conch.TurnPending, Queued: pos})
+	if pos > 0 {
+		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: fmt.Sprintf("queued (position %d)", pos), InReplyTo: in.ExternalID, Thread: in.Thread})
+	}
+	return turn, nil
+}
+
+// inboxDir is where received files land in a workspace.
+const inboxDir = "/workspace/inbox/"
+
+// spool stores the message's files durably and decides where each lands in
+// the workspace. Files that cannot be kept are left out; refused says why,
+// in words for the sender.
+func (g *Gateway) spool(ctx context.Context, in conch.Inbound) (_ conch.Inbound, refused []string) {
+	if len(in.Attachments) == 0 {
+		return in, nil
+	}
+	kept := make([]conch.Attachment, 0, len(in.Attachments))
+	for i, a := range in.Attachments {
+		name := conch.SafeName(a.Name, fmt.Sprintf("file-%d", i+1))
+		switch {
+		case a.Ref != "":
+			// Already stored (a redelivery of a spooled message).
+		case g.opts.Attachments == nil:
+			refused = append(refused, fmt.Sprintf("I cannot receive files here, so “%s” was not received.", name))
+			continue
+		case a.Open == nil:
+			refused = append(refused, fmt.Sprintf("“%s” arrived without its content, so it was not received.", name))
+			continue
+		default:
+			ref, size, err := g.opts.Attachments.Put(ctx, in.Key, a, g.opts.MaxAttachmentBytes)
+			if err != nil {
+				g.log.Warn("attachment not kept", "conversation", in.Key, "name", name, "err", err)
+				if conch.KindOf(err) == conch.KindInvalid {
+					refused = append(refused, fmt.Sprintf("“%s” is larger than %d MiB, so it was not received.", name, g.opts.MaxAttachmentBytes>>20))
+				} else {
+					refused = append(refused, fmt.Sprintf("“%s” could not be received (%s).", name, conch.UserMessage(err)))
+				}
+				continue
+			}
+			a.Ref, a.Size = ref, size
+		}
+		a.Name = name
+		a.Open = nil
+		if g.opts.Runtime != nil {
+			a.Path = inboxDir + shortRef(a.Ref) + "-" + name
+		}
+		kept = append(kept, a)
+	}
+	in.Attachments = kept
+	return in, refused
+}
+
+// shortRef is a short, file-name-safe part of a spool reference.
+func shortRef(ref string) string {
+	r := []rune(ref)
+	out := make([]rune, 0, 8)
+	for i := len(r) - 1; i >= 0 && len(out) < 8; i-- {
+		if c := r[i]; c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			out = append([]rune{c}, out...)
+		}
+	}
+	return string(out)
+}
+
+// ConversationClosed implements conch.Handler: the worker is stopped, queued
+// turns are dropped and everything held for the conversation released.
+func (g *Gateway) ConversationClosed(ctx context.Context, key conch.ConversationKey) error {
+	g.mu.Lock()
+	c := g.convs[key]
+	delete(g.convs, key)
+	g.mu.Unlock()
+	if c != nil {
+		c.close(errClosed)
+	}
+	if err := g.opts.Store.ResetConversation(ctx, key); err != nil {
+		return fmt.Errorf("close %s: %w", key, err)
+	}
+	err := g.release(ctx, key)
+	g.hub.Forget(key)
+	if err != nil {
+		return fmt.Errorf("close %s: %w", key, err)
+	}
+	g.log.Info("conversation closed", "conversation", key)
+	return nil
+}
+
+// release frees everything held for a conversation: its sandbox (with its
+// workspace), whatever the releasers hold, its spooled files.
+func (g *Gateway) release(ctx context.Context, key conch.ConversationKey) error {
+	var errs []error
+	for _, r := range g.opts.Releasers {
+		if err := r.Release(ctx, key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if g.opts.Runtime != nil {
+		if err := g.opts.Runtime.Remove(ctx, key); err != nil {
+			errs = append(errs, fmt.Errorf("remove sandbox: %w", err))
+		}
+	}
+	if g.opts.Attachments != nil {
+		if err := g.opts.Attachments.Delete(ctx, key); err != nil {
+			errs = append(errs, fmt.Errorf("delete received files: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop implements conch.ConversationControl.
+func (g *Gateway) Stop(ctx context.Context, key conch.ConversationKey) (bool, error) {
+	return g.conv(key).cancelCurrent(ctx, errStopped), nil
+}
+
+// Reset implements conch.ConversationControl.
+func (g *Gateway) Reset(ctx context.Context, key conch.ConversationKey) error {
+	_, err := g.reset(ctx, key)
+	return err
+}
+
+// Status implements conch.ConversationControl.
+func (g *Gateway) Status(ctx context.Context, key conch.ConversationKey) string {
+	return g.status(ctx, key)
+}

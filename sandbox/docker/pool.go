@@ -1,0 +1,160 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"conch"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+)
+
+type poolEntry struct {
+	name, id string
+	// ops is the pool container's agent, started ahead so that the first
+	// command of a conversation does not wait for it.
+	ops sandboxOps
+}
+
+// fillPoolAsync tops the warm pool up to WarmPool in the background.
+func (r *Runtime) fillPoolAsync() {
+	r.mu.Lock()
+	if r.closed || r.poolFilling || len(r.pool) >= r.opts.WarmPool {
+		r.mu.Unlock()
+		return
+	}
+	r.poolFilling = true
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		err := r.FillPool(r.life)
+		r.mu.Lock()
+		r.poolFilling = false
+		r.mu.Unlock()
+		if err != nil && r.life.Err() == nil {
+			r.log.Warn("warm pool", "err", err)
+		}
+	}()
+}
+
+// FillPool creates pool containers until WarmPool are ready. It runs in
+// the background after Reconcile and after each assignment; tests and
+// `conch sandbox` call it directly.
+func (r *Runtime) FillPool(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		need := len(r.pool) < r.opts.WarmPool && !r.closed
+		r.mu.Unlock()
+		if !need {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := r.addPoolContainer(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// addPoolContainer creates and starts one pool container with its agent.
+// Once begun it is not cancelled: an engine interrupted halfway through a
+// create can leave a half-made container behind (Podman 4 then fails every
+// listing), so Close waits for it instead.
+func (r *Runtime) addPoolContainer(parent context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 5*time.Minute)
+	defer cancel()
+	img, err := r.currentImage(ctx)
+	if err != nil {
+		return err
+	}
+	name := poolPrefix(r.opts.InstanceID) + randomHex(4)
+	labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelPool: "1"}
+	if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
+		return r.engineErr("create pool volume", err)
+	}
+	id, err := r.createContainer(ctx, name, name, img, labels)
+	if err != nil {
+		_ = r.removeVolume(ctx, name)
+		return err
+	}
+	ops := r.newOps(id, name)
+	if a, ok := ops.(*agentOps); ok {
+		if _, err := a.Ping(ctx); err != nil {
+			_ = a.Close()
+			_ = r.removeOrphan(ctx, id, name, name, conch.ConversationKey{}, "agent did not start")
+			return fmt.Errorf("warm pool: start agent in %s: %w", name, err)
+		}
+	}
+	r.mu.Lock()
+	closed := r.closed
+	if !closed {
+		r.pool = append(r.pool, poolEntry{name: name, id: id, ops: ops})
+	}
+	r.mu.Unlock()
+	if closed {
+		_ = ops.Close()
+	}
+	return nil
+}
+
+// PoolSize is the number of ready, unassigned pool containers.
+func (r *Runtime) PoolSize() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pool)
+}
+
+// assignFromPool gives b a ready pool container: renamed to b's name (its
+// identity from now on) and recorded in the registry with its volume.
+// ok is false when the pool is empty. b.lock is held.
+func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err error) {
+	for {
+		r.mu.Lock()
+		if len(r.pool) == 0 {
+			r.mu.Unlock()
+			return false, nil
+		}
+		p := r.pool[0]
+		r.pool = r.pool[1:]
+		r.mu.Unlock()
+
+		ins, err := r.api.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
+		if err != nil || ins.Container.State == nil || !ins.Container.State.Running {
+			if p.ops != nil {
+				_ = p.ops.Close()
+			}
+			if err == nil || cerrdefs.IsNotFound(err) {
+				_ = r.removeOrphan(ctx, p.id, p.name, p.name, conch.ConversationKey{}, "pool container not running")
+				continue
+			}
+			return false, r.engineErr("inspect pool container", err)
+		}
+		if _, err := r.api.ContainerRename(ctx, p.id, client.ContainerRenameOptions{NewName: b.name}); err != nil {
+			return false, r.engineErr("assign pool container to "+b.name, err)
+		}
+		vol := workspaceVolume(ins.Container)
+		if err := r.reg.put(b.name, regEntry{Conversation: b.key.String(), Volume: vol, Assigned: r.opts.Now()}); err != nil {
+			return false, err
+		}
+		b.id, b.running, b.volume = p.id, true, vol
+		b.closeOpsLocked()
+		b.ops = p.ops
+		r.log.Info("sandbox assigned from warm pool", "conversation", b.key.String(), "container", b.name, "id", shortID(p.id))
+		r.audit(ctx, "sandbox_create", b.key, map[string]any{"container": b.name, "id": p.id, "volume": vol,
+			"image": labelOf(ins.Container, LabelImageHash), "engine": r.info.Engine, "profile": r.specHash, "pool": true})
+		r.fillPoolAsync()
+		return true, nil
+	}
+}
+
+func labelOf(c container.InspectResponse, k string) string {
+	if c.Config == nil {
+		return ""
+	}
+	return c.Config.Labels[k]
+}

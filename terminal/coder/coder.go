@@ -1,0 +1,261 @@
+// Package coder drives a coding-agent CLI (Gemini CLI, Claude Code, Codex)
+// in a terminal of the conversation's sandbox: it starts the CLI with its
+// settings and turn-end hook, hands it tasks, answers its questions and
+// tells when a turn ended, from the CLI's own hook confirmed by its screen.
+//
+// It works on a terminal only through Session, which terminal.AgentSession
+// implements; For binds it to a conversation's terminal.Manager.
+package coder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"conch"
+	"conch/terminal"
+)
+
+// Defaults of Options.
+const (
+	DefaultStartTimeout = 90 * time.Second
+	DefaultTurnTimeout  = 5 * time.Minute
+	DefaultIPCThreshold = 500
+)
+
+// Session is the terminal the agent runs in: conch's shell with its
+// completion markers, in a tmux session of its own.
+type Session interface {
+	// Workspace is the project directory; RunDir conch's private one.
+	Workspace() string
+	RunDir() string
+	// Hook is the shell command line the CLI's turn-end hook must run.
+	Hook(name string) string
+	// Run types a command line and Enter into the shell; it returns the
+	// Seq before, which a later Snapshot.DoneSeq exceeds once the shell's
+	// prompt is back (the command ended).
+	Run(ctx context.Context, line string) (uint64, error)
+	// Type types text literally, Paste pastes it (bracketed), Keys sends
+	// key names.
+	Type(ctx context.Context, text string) error
+	Paste(ctx context.Context, text string) error
+	Keys(ctx context.Context, keys ...string) error
+	// Screen is the visible screen; Observe the lines new since the last
+	// Observe, which become seen.
+	Screen(ctx context.Context) ([]string, error)
+	Observe(ctx context.Context) ([]string, error)
+	// Command is the foreground program.
+	Command(ctx context.Context) (string, error)
+	// Snapshot is the event state and a channel closed at the next change.
+	Snapshot() (terminal.Snapshot, <-chan struct{})
+}
+
+// Opener gives the agent's Session: with create, a new one when there is
+// none; without, nil and no error when there is none.
+type Opener func(ctx context.Context, create bool) (Session, error)
+
+// Options configures a coding-agent driver.
+type Options struct {
+	// StartTimeout bounds the CLI's start until its input box shows; 0
+	// means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// TurnTimeout bounds one Task or Respond call; the agent keeps working
+	// after it and a later Respond("") waits on. 0 means
+	// DefaultTurnTimeout.
+	TurnTimeout time.Duration
+	// IPCThreshold: longer tasks (and any with a line break) go through a
+	// file in Workspace/.ipc with a short reference typed; 0 means 500.
+	IPCThreshold int
+	// Env is added to the CLI's environment (KEY=value): its base URL,
+	// and whatever key it needs.
+	Env []string
+	// APIKey is given to Profile.Files (Claude Code approves a key by its
+	// last characters); it is not written anywhere else.
+	APIKey string
+	// Egress, if set, is called before the CLI starts and returns the
+	// proxy URL it must use (set as HTTPS_PROXY and https_proxy): the
+	// sandbox stays without network and the CLI reaches its API through
+	// conch's allowlisting proxy (egress.Bridges.ProxyURL fits).
+	Egress func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.TurnTimeout <= 0 {
+		o.TurnTimeout = DefaultTurnTimeout
+	}
+	if o.IPCThreshold <= 0 {
+		o.IPCThreshold = DefaultIPCThreshold
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// ErrNoAgent is returned by Respond when no coding agent has been started.
+var ErrNoAgent = errors.New("no coding agent is running")
+
+// AgentError is a failure of the coding-agent CLI itself (it would not
+// start, or would not take input), told to the model rather than ending
+// the turn.
+type AgentError struct{ Msg string }
+
+func (e *AgentError) Error() string { return e.Msg }
+
+// Coder is the conversation's coding-agent CLI, running in its Session
+// inside conch's shell. Calls are serialised.
+type Coder struct {
+	key  conch.ConversationKey
+	sb   conch.Sandbox
+	open Opener
+	p    Profile
+	o    Options
+
+	mu      sync.Mutex
+	s       Session
+	cliSeq  uint64 // Seq when the CLI was started; a later prompt means it ended
+	running bool
+}
+
+// New returns a driver of p's CLI for the conversation key, whose
+// sandbox is sb and whose session open gives. The CLI starts lazily, on
+// the first Task.
+func New(key conch.ConversationKey, sb conch.Sandbox, open Opener, p Profile, o Options) *Coder {
+	o.defaults()
+	return &Coder{key: key, sb: sb, open: open, p: p, o: o}
+}
+
+type keepKey struct{ profile string }
+
+// For returns the driver of p's CLI over m, the terminals of the
+// conversation key, kept by m (one per profile) so that it lives as long
+// as m.
+func For(m *terminal.Manager, key conch.ConversationKey, p Profile, o Options) *Coder {
+	return m.Keep(keepKey{p.Name}, func() any {
+		open := func(ctx context.Context, create bool) (Session, error) {
+			s, err := m.AgentSession(ctx, p.Name, create)
+			if s == nil {
+				return nil, err // a nil *AgentSession must not become a non-nil Session
+			}
+			return s, err
+		}
+		return New(key, m.Sandbox(), open, p, o)
+	}).(*Coder)
+}
+
+// Task gives the agent a new task, starting the CLI if it is not running
+// (or restarting it after a crash), and waits until the turn ends, the
+// agent asks something, or TurnTimeout. progress receives what is new on
+// the agent's screen, each time there is something.
+func (c *Coder) Task(ctx context.Context, task string, progress func(string)) (TurnResult, error) {
+	if strings.TrimSpace(task) == "" {
+		return TurnResult{}, conch.Errorf(conch.KindInvalid, "the task is empty")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	begin := c.o.Now()
+	started, err := c.ensure(ctx)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	res, err := c.sendAndWait(ctx, task, progress)
+	res.Started = res.Started || started
+	res.Elapsed = c.o.Now().Sub(begin)
+	return res, err
+}
+
+// Respond answers the agent's question (or, with an empty text, just waits
+// for the turn to go on), then waits like Task.
+func (c *Coder) Respond(ctx context.Context, text string, progress func(string)) (TurnResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	begin := c.o.Now()
+	if c.s == nil {
+		if err := c.reattach(ctx); err != nil {
+			return TurnResult{}, err
+		}
+	}
+	if c.s == nil || !c.running {
+		return TurnResult{}, ErrNoAgent
+	}
+	var res TurnResult
+	var err error
+	if text == "" {
+		res, err = c.waitTurn(ctx, c.seq(), progress)
+	} else {
+		res, err = c.sendAndWait(ctx, text, progress)
+	}
+	res.Elapsed = c.o.Now().Sub(begin)
+	return res, err
+}
+
+func (c *Coder) seq() uint64 {
+	sn, _ := c.s.Snapshot()
+	return sn.Seq
+}
+
+// ensure makes the CLI run: it finds a session a previous conch left,
+// creates one, and (re)starts the CLI when the shell prompt is back.
+func (c *Coder) ensure(ctx context.Context) (started bool, err error) {
+	if c.s == nil {
+		if err := c.reattach(ctx); err != nil {
+			return false, err
+		}
+	}
+	if c.s == nil {
+		s, err := c.open(ctx, true)
+		if err != nil {
+			return false, err
+		}
+		c.s = s
+	}
+	if c.running && !c.exited() {
+		return false, nil
+	}
+	if err := c.startCLI(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// reattach finds the session of a previous conch, if there is one, and
+// whether the CLI still runs in it.
+func (c *Coder) reattach(ctx context.Context) error {
+	s, err := c.open(ctx, false)
+	if err != nil || s == nil {
+		return err
+	}
+	cur, err := s.Command(ctx)
+	if err != nil {
+		return fmt.Errorf("coding agent: %w", err)
+	}
+	c.s = s
+	c.running = cur != "bash" && cur != ""
+	c.cliSeq = c.seq()
+	// What is on the screen now was shown before; start from here.
+	_, err = s.Observe(ctx)
+	return err
+}
+
+// exited reports whether the CLI ended: conch's shell printed its prompt
+// after the CLI was started, or the pane died.
+func (c *Coder) exited() bool {
+	sn, _ := c.s.Snapshot()
+	return sn.DoneSeq > c.cliSeq || sn.Dead
+}
+
+// redact hides the API key in text the model will read (a CLI may print
+// its configuration or an error that quotes the key).
+func (c *Coder) redact(text string) string {
+	if len(c.o.APIKey) < 8 {
+		return text
+	}
+	return strings.ReplaceAll(text, c.o.APIKey, "[redacted]")
+}

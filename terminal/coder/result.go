@@ -1,0 +1,64 @@
+package coder
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// TurnState is where a coding agent is when a call returns.
+type TurnState string
+
+// Turn states.
+const (
+	// TurnIdle: the agent finished its turn and waits for a task.
+	TurnIdle TurnState = "idle"
+	// TurnAsking: the agent asks a question or for permission; answer
+	// with Respond.
+	TurnAsking TurnState = "asking"
+	// TurnWorking: the call's time ran out while the agent works on.
+	TurnWorking TurnState = "working"
+	// TurnCrashed: the CLI ended during the turn; it was started again.
+	TurnCrashed TurnState = "crashed"
+)
+
+// TurnResult is what a Task or Respond call saw.
+type TurnResult struct {
+	State TurnState
+	// Text is what the agent showed since the input was sent, decoration
+	// left out, long runs elided.
+	Text string
+	// Started is set when the CLI was (re)started by this call.
+	Started bool
+	// CrashStatus is the CLI's exit status for TurnCrashed.
+	CrashStatus int
+	// IPCFile is the file the task was written to, if it was long.
+	IPCFile string
+	// Hook is set when the CLI's own turn-end hook ended the turn (rather
+	// than the screen settling).
+	Hook    bool
+	Elapsed time.Duration
+}
+
+// String renders the result for the model.
+func (r TurnResult) String() string {
+	var b strings.Builder
+	switch r.State {
+	case TurnIdle:
+		b.WriteString("The coding agent finished its turn.")
+	case TurnAsking:
+		b.WriteString("The coding agent is asking something: answer with respond_to_agent.")
+	case TurnWorking:
+		fmt.Fprintf(&b, "The coding agent is still working after %s: call respond_to_agent with an empty text to keep waiting.", r.Elapsed.Round(time.Second))
+	case TurnCrashed:
+		fmt.Fprintf(&b, "The coding agent crashed (exit status %d) and was started again; it has lost the conversation. Send the task again with code if it is still needed.", r.CrashStatus)
+	}
+	if r.IPCFile != "" {
+		fmt.Fprintf(&b, " (The task was long, so it was written to %s.)", r.IPCFile)
+	}
+	if r.Text != "" {
+		b.WriteString("\n")
+		b.WriteString(r.Text)
+	}
+	return b.String()
+}

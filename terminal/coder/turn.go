@@ -1,0 +1,222 @@
+package coder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"conch"
+)
+
+// sendAndWait types text (through a file when long), presses Enter until
+// the CLI takes it, and waits for the turn.
+func (c *Coder) sendAndWait(ctx context.Context, text string, progress func(string)) (TurnResult, error) {
+	var res TurnResult
+	if len(text) > c.o.IPCThreshold || strings.ContainsAny(text, "\n\r") {
+		file, err := c.writeTask(ctx, text)
+		if err != nil {
+			return res, err
+		}
+		res.IPCFile = file
+		text = fmt.Sprintf("Read the task in %s and do it.", file)
+	}
+	// Make everything on the screen seen, so the result is what follows.
+	if _, err := c.s.Observe(ctx); err != nil {
+		return res, err
+	}
+	start := c.seq()
+	input := c.s.Type
+	if c.p.Paste {
+		input = c.s.Paste
+	}
+	if err := input(ctx, text); err != nil {
+		return res, fmt.Errorf("coding agent: type: %w", err)
+	}
+	if err := sleepCtx(ctx, c.p.enterDelay()); err != nil {
+		return res, err
+	}
+	if err := c.pressEnter(ctx, text, start); err != nil {
+		return res, err
+	}
+	tr, err := c.waitTurn(ctx, start, progress)
+	tr.IPCFile = res.IPCFile
+	return tr, err
+}
+
+// writeTask writes a long task to a file in the workspace.
+func (c *Coder) writeTask(ctx context.Context, text string) (string, error) {
+	ws := c.s.Workspace()
+	file := path.Join(ws, ".ipc", fmt.Sprintf("task-%s.md", c.o.Now().UTC().Format("20060102T150405.000")))
+	if r, err := c.sb.Exec(ctx, conch.ExecRequest{Argv: []string{"mkdir", "-p", path.Dir(file)}, Dir: ws, Timeout: 30 * time.Second}); err != nil || r.ExitCode != 0 {
+		return "", fmt.Errorf("coding agent: mkdir .ipc: %v %s", err, r.Output)
+	}
+	if err := c.sb.WriteFile(ctx, file, []byte(text), 0o644); err != nil {
+		return "", fmt.Errorf("coding agent: %w", err)
+	}
+	return file, nil
+}
+
+// pressEnter presses Enter until the CLI takes the typed text: its hook
+// fires, it shows busy, or the text leaves the input box.
+func (c *Coder) pressEnter(ctx context.Context, text string, start uint64) error {
+	probe := text
+	if r := []rune(probe); len(r) > 24 {
+		probe = string(r[:24])
+	}
+	// The text must be on the screen before its disappearance can mean the
+	// CLI took it: under load the screen may not show it yet.
+	vctx, vcancel := context.WithTimeout(ctx, 2*time.Second)
+	_ = c.watch(vctx, func(screen []string, _ snap) (bool, time.Time, error) {
+		return strings.Contains(strings.Join(tailLines(screen, 6), "\n"), probe), time.Time{}, nil
+	})
+	vcancel()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for attempt := 0; attempt < 4; attempt++ {
+		if err := c.s.Keys(ctx, "Enter"); err != nil {
+			return fmt.Errorf("coding agent: enter: %w", err)
+		}
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		err := c.watch(actx, func(screen []string, s snap) (bool, time.Time, error) {
+			if s.TurnSeq > start || s.DoneSeq > c.cliSeq || s.dead || hasAny(screen, c.p.Busy) {
+				return true, time.Time{}, nil
+			}
+			return !strings.Contains(strings.Join(tailLines(screen, 6), "\n"), probe), time.Time{}, nil
+		})
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case !errors.Is(err, context.DeadlineExceeded):
+			return err
+		}
+	}
+	screen, _ := c.s.Screen(ctx)
+	return &AgentError{fmt.Sprintf("the coding agent (%s) did not take the input after 4 presses of Enter; its screen:\n%s", c.p.Name, strings.Join(tailLines(screen, 15), "\n"))}
+}
+
+// waitTurn waits for the end of the turn that began at seq start.
+func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string)) (TurnResult, error) {
+	var res TurnResult
+	tctx, cancel := context.WithTimeout(ctx, c.o.TurnTimeout)
+	defer cancel()
+	var reported []string
+	var last string
+	looked := false // what the first look finds is not news
+	err := c.watch(tctx, func(screen []string, s snap) (bool, time.Time, error) {
+		if progress != nil {
+			// Whatever is new goes out; the gateway decides how often the
+			// conversation hears of it.
+			if snippet := c.fresh(screen, reported); looked && snippet != "" && snippet != last {
+				progress(c.redact(snippet))
+				last = snippet
+			}
+			reported, looked = screen, true
+		}
+		return c.turnEnded(&res, screen, s, start)
+	})
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	case errors.Is(err, context.DeadlineExceeded):
+		res.State = TurnWorking
+	default:
+		return res, err
+	}
+	lines, err := c.s.Observe(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Text = c.redact(elide(c.clean(lines), 60, 20, 30))
+	if res.State == TurnCrashed {
+		c.running = false
+		screen := res.Text
+		if err := c.startCLI(ctx); err != nil {
+			return res, err
+		}
+		res.Started = true
+		res.Text = screen
+	}
+	return res, nil
+}
+
+// turnEnded is waitTurn's check: it tells whether the turn that began at
+// start ended (filling res.State), or when to look again.
+func (c *Coder) turnEnded(res *TurnResult, screen []string, s snap, start uint64) (bool, time.Time, error) {
+	if s.DoneSeq > c.cliSeq || s.dead {
+		res.State, res.CrashStatus = TurnCrashed, s.status
+		return true, time.Time{}, nil
+	}
+	busy := hasAny(screen, c.p.Busy)
+	asking := hasAny(screen, c.p.Asking)
+	quiet := c.o.Now().Sub(s.LastOutput)
+	switch {
+	case s.TurnSeq > start && !busy:
+		// The CLI's own hook said the turn ended; the screen agrees.
+		res.State, res.Hook = TurnIdle, true
+		if asking {
+			res.State = TurnAsking
+		}
+		return true, time.Time{}, nil
+	case asking && !busy:
+		if quiet >= 300*time.Millisecond {
+			res.State = TurnAsking
+			return true, time.Time{}, nil
+		}
+		return false, s.LastOutput.Add(300 * time.Millisecond), nil
+	case !busy && hasAny(screen, c.p.Ready):
+		// No hook (yet): an idle, quiet screen for long enough.
+		if quiet >= c.p.settle() {
+			res.State = TurnIdle
+			return true, time.Time{}, nil
+		}
+		return false, s.LastOutput.Add(c.p.settle()), nil
+	}
+	return false, time.Time{}, nil
+}
+
+// fresh returns the lines of screen not in before, decoration left out.
+func (c *Coder) fresh(screen, before []string) string {
+	old := map[string]bool{}
+	for _, l := range before {
+		old[l] = true
+	}
+	var out []string
+	for _, l := range c.clean(screen) {
+		if !old[l] && !hasAny([]string{l}, c.p.Busy) {
+			out = append(out, l)
+		}
+	}
+	if len(out) > 8 {
+		out = out[len(out)-8:]
+	}
+	return strings.Join(out, "\n")
+}
+
+var boxOnly = regexp.MustCompile(`^[\s╭╮╰╯─│┌┐└┘━┃▔▁]*$`)
+
+// clean drops decoration: box borders, the empty input box, chrome lines.
+func (c *Coder) clean(lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case t != "" && boxOnly.MatchString(t):
+			continue
+		case hasAny([]string{l}, c.p.Chrome):
+			continue
+		case strings.HasPrefix(t, "│ >") && strings.TrimSpace(strings.Trim(t, "│> ")) == "":
+			continue
+		}
+		out = append(out, l)
+	}
+	return trimBlankTail(out)
+}
