@@ -171,3 +171,25 @@ func stripMarkers(data []byte) []byte {
 		data = append(data[:i:i], data[i+j+1:]...)
 	}
 }
+
+// Count is the number of open terminals in the conversations the Pool holds
+// (for metrics). It creates nothing; a Manager being created is skipped.
+func (p *Pool) Count() int {
+	p.mu.Lock()
+	es := make([]*poolEntry, 0, len(p.m))
+	for _, e := range p.m {
+		es = append(es, e)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, e := range es {
+		if !e.mu.TryLock() {
+			continue
+		}
+		if e.mgr != nil {
+			n += len(e.mgr.List())
+		}
+		e.mu.Unlock()
+	}
+	return n
+}

@@ -36,13 +36,18 @@ func newFakeHub() *fakeHub {
 func (h *fakeHub) Publish(key conch.ConversationKey, turn conch.TurnID, d conch.EventData) conch.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.last[key]++
-	ev := conch.Event{Key: key, Turn: turn, Seq: h.last[key], At: time.Now(), Data: d}
-	evs := append(h.events[key], ev)
-	if len(evs) > h.keep {
-		evs = evs[len(evs)-h.keep:]
+	eph := conch.Ephemeral(d)
+	if !eph {
+		h.last[key]++
 	}
-	h.events[key] = evs
+	ev := conch.Event{Key: key, Turn: turn, Seq: h.last[key], At: time.Now(), Data: d}
+	if !eph {
+		evs := append(h.events[key], ev)
+		if len(evs) > h.keep {
+			evs = evs[len(evs)-h.keep:]
+		}
+		h.events[key] = evs
+	}
 	for s := range h.subs {
 		if !s.key.IsZero() && s.key != key {
 			continue
@@ -164,6 +169,10 @@ func (g *fakeGateway) HandleInbound(_ context.Context, in conch.Inbound) error {
 		g.hub.Publish(in.Key, turn, conch.TurnState{Status: conch.TurnDone})
 	}()
 	return nil
+}
+
+func (g *fakeGateway) Admits(_ context.Context, ch conch.ChannelName, ids ...conch.UserID) bool {
+	return ch == conch.ChannelWeb && len(ids) > 0 && ids[0] == "owner"
 }
 
 func (g *fakeGateway) ConversationClosed(context.Context, conch.ConversationKey) error { return nil }

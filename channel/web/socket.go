@@ -204,13 +204,19 @@ func (s *chatSession) pump(ctx context.Context, after int64) error {
 			return fmt.Errorf("subscribe: %w", err)
 		}
 		for ev := range ch {
-			if ev.Seq <= last {
+			// Ephemeral events (streamed text, tool output) are live only
+			// and carry the Seq of the last kept event: pass them on
+			// without moving the resume point.
+			eph := conch.Ephemeral(ev.Data)
+			if !eph && ev.Seq <= last {
 				continue // never twice
 			}
 			if !s.write(ctx, s.c.eventFrame(ev)) {
 				return nil
 			}
-			last = ev.Seq
+			if !eph {
+				last = ev.Seq
+			}
 		}
 		// Closed: ctx is done, or we fell behind; subscribe again from
 		// the last Seq written.

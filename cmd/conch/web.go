@@ -15,8 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"conch"
 	"conch/channel/web"
 	"conch/config"
+	"conch/gateway"
+	"conch/obs/metrics"
 )
 
 // webCmd is `conch web url` and `conch web logout-all`.
@@ -123,72 +126,172 @@ func loginLink(ctx context.Context, cfg *config.Config, auth *web.Auth, dashboar
 	return baseURL(cfg) + "/login?" + q.Encode(), nil
 }
 
-// httpHost is the one HTTP server on gateway.listen (health, web chat,
-// dashboard, /metrics) and the optional metrics listener.
-type httpHost struct {
-	servers []*http.Server
-	done    chan error
+// gatewayRef lets the web chat and the metrics reach the gateway, which is
+// built after its channels: calls wait until up sets it (the HTTP host
+// serves only after that).
+type gatewayRef struct {
+	ready chan struct{}
+	gw    *gateway.Gateway
 }
 
-// startHTTP listens on gateway.listen with mux (TLS when configured) and,
-// with metrics.listen set, serves metrics there without login.
-func startHTTP(cfg *config.Config, mux *http.ServeMux, metrics http.Handler) (*httpHost, error) {
-	h := &httpHost{done: make(chan error, 2)}
-	ln, err := net.Listen("tcp", cfg.Gateway.Listen)
+func newGatewayRef() *gatewayRef { return &gatewayRef{ready: make(chan struct{})} }
+
+var (
+	_ conch.EventSource         = (*gatewayRef)(nil)
+	_ conch.ConversationControl = (*gatewayRef)(nil)
+)
+
+// set is called once, when the gateway exists.
+func (r *gatewayRef) set(gw *gateway.Gateway) {
+	r.gw = gw
+	close(r.ready)
+}
+
+func (r *gatewayRef) get(ctx context.Context) (*gateway.Gateway, error) {
+	select {
+	case <-r.ready:
+		return r.gw, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *gatewayRef) Subscribe(ctx context.Context, key conch.ConversationKey, after int64) (<-chan conch.Event, error) {
+	gw, err := r.get(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("gateway.listen %s: %w", cfg.Gateway.Listen, err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	return gw.Events().Subscribe(ctx, key, after)
+}
+
+func (r *gatewayRef) LastSeq(ctx context.Context, key conch.ConversationKey) (int64, error) {
+	gw, err := r.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return gw.Events().LastSeq(ctx, key)
+}
+
+func (r *gatewayRef) Stop(ctx context.Context, key conch.ConversationKey) (bool, error) {
+	gw, err := r.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	return gw.Stop(ctx, key)
+}
+
+func (r *gatewayRef) Reset(ctx context.Context, key conch.ConversationKey) error {
+	gw, err := r.get(ctx)
+	if err != nil {
+		return err
+	}
+	return gw.Reset(ctx, key)
+}
+
+func (r *gatewayRef) Status(ctx context.Context, key conch.ConversationKey) string {
+	gw, err := r.get(ctx)
+	if err != nil {
+		return "conch is starting"
+	}
+	return gw.Status(ctx, key)
+}
+
+// webChannel builds the web chat and dashboard on conch up's HTTP host, with
+// /metrics behind the login (and on metrics.listen without it).
+func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Allowlist, error) {
+	cfg := d.cfg
+	if !cfg.Web.Enabled || d.http == nil {
+		if cfg.Web.Enabled {
+			d.log.Warn("gateway.listen is empty: no web chat, dashboard or metrics")
+		}
+		return nil, gateway.Allowlist{}, nil
+	}
 	if cfg.Web.TLS() {
-		cert, err := tls.LoadX509KeyPair(cfg.Web.TLSCert, cfg.Web.TLSKey)
-		if err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("web.tls_cert/web.tls_key: %w", err)
+		if err := serveTLS(d.http, cfg); err != nil {
+			return nil, gateway.Allowlist{}, err
 		}
-		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		ln = tls.NewListener(ln, srv.TLSConfig)
+	} else if !config.IsLoopback(cfg.Gateway.Listen) {
+		d.log.Warn("the web chat is served over plain HTTP on a non-loopback address (web.allow_insecure = true): logins and conversations can be read on the network", "addr", cfg.Gateway.Listen)
 	}
-	h.serve(srv, ln)
-	if cfg.Metrics.Listen != "" && metrics != nil {
-		mln, err := net.Listen("tcp", cfg.Metrics.Listen)
-		if err != nil {
-			h.Close()
-			return nil, fmt.Errorf("metrics.listen %s: %w", cfg.Metrics.Listen, err)
+	ref := newGatewayRef()
+	d.gateway = ref
+	mo := metrics.Options{Events: ref, Logger: d.log}
+	opts := web.Options{
+		Events: ref, Control: ref, Store: d.db, Read: d.db, History: d.db,
+		MaxMessageBytes: cfg.Web.MaxMessageBytes,
+		LoginTTL:        cfg.Web.LoginTTL.D(), SessionTTL: cfg.Web.SessionTTL.D(),
+		Secure: cfg.Web.TLS(), Logger: d.log,
+	}
+	if d.runtime != nil { // a nil *Runtime must not become a non-nil interface
+		opts.Sandboxes, mo.Sandboxes = d.runtime, d.runtime
+		opts.Terminals, mo.Terminals = d.terminals, d.terminals.Count
+	}
+	m := metrics.New(mo)
+	opts.Metrics = m.Handler()
+	if cfg.Web.PublicURL != "" {
+		if u, err := url.Parse(cfg.Web.PublicURL); err == nil {
+			opts.OriginPatterns = []string{u.Host}
 		}
-		m := http.NewServeMux()
-		m.Handle("GET /metrics", metrics)
-		h.serve(&http.Server{Handler: m, ReadHeaderTimeout: 10 * time.Second}, mln)
 	}
-	return h, nil
+	ch, err := web.New(opts)
+	if err != nil {
+		return nil, gateway.Allowlist{}, err
+	}
+	ch.Register(d.http.Mux)
+	go func() { _ = m.Run(ctx) }()
+	if cfg.Metrics.Listen != "" {
+		if err := serveMetrics(ctx, cfg.Metrics.Listen, m.Handler(), d); err != nil {
+			return nil, gateway.Allowlist{}, err
+		}
+	}
+	d.web = ch
+	return ch, gateway.NewAllowlist(string(ch.Owner())), nil
 }
 
-func (h *httpHost) serve(srv *http.Server, ln net.Listener) {
-	h.servers = append(h.servers, srv)
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.done <- err
-		}
-	}()
-}
-
-// Close stops the servers, giving open requests a moment.
-func (h *httpHost) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	for _, s := range h.servers {
-		if err := s.Shutdown(ctx); err != nil {
-			s.Close()
-		}
+// serveTLS makes the HTTP host serve HTTPS.
+func serveTLS(h *httpHost, cfg *config.Config) error {
+	cert, err := tls.LoadX509KeyPair(cfg.Web.TLSCert, cfg.Web.TLSKey)
+	if err != nil {
+		return fmt.Errorf("web.tls_cert/web.tls_key: %w (point them at a PEM certificate and its key)", err)
 	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	h.srv.TLSConfig = tc
+	h.ln = tls.NewListener(h.ln, tc)
 	return nil
 }
 
-// healthMux is the mux with /healthz.
-func healthMux() *http.ServeMux {
+// serveMetrics serves /metrics without login on its own address.
+func serveMetrics(ctx context.Context, addr string, h http.Handler, d *deps) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics.listen %s: %w", addr, err)
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
-		fmt.Fprintln(w, "ok")
-	})
-	return mux
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics listener failed", "addr", addr, "err", err)
+		}
+	}()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
+	d.log.Info("metrics listening", "addr", addr)
+	return nil
+}
+
+// announceWeb prints a login link when conch up has started, so a person
+// can open the web chat at once.
+func (a *app) announceWeb(ctx context.Context, d *deps) {
+	if d.web == nil {
+		return
+	}
+	link, err := loginLink(ctx, d.cfg, d.web.Auth(), false)
+	if err != nil {
+		d.log.Warn("login link", "err", err)
+		return
+	}
+	// Straight to the terminal, not into the log: the link is a secret
+	// (single use, short-lived).
+	fmt.Fprintf(a.stderr, "\nWeb chat: open %s\n  (works once, for %s; `conch web url` prints a new one; dashboard at %s/dashboard)\n\n",
+		link, d.cfg.Web.LoginTTL.D(), baseURL(d.cfg))
 }

@@ -102,10 +102,16 @@ function setConn(s) {
 
 function onFrame(f) {
   switch (f.type) {
-    case "event":
-      if (f.event.seq <= state.lastSeq) return;
-      state.lastSeq = f.event.seq;
+    case "event": {
+      // Streamed text and tool output are live only: they carry the seq of
+      // the last kept event and do not move the resume point.
+      const live = f.event.type === "text_delta" || f.event.type === "tool_progress";
+      if (!live) {
+        if (f.event.seq <= state.lastSeq) return;
+        state.lastSeq = f.event.seq;
+      }
       renderEvent(f.event, f.html);
+    }
       break;
     case "history":
       $("messages").replaceChildren();
