@@ -1,11 +1,12 @@
 #!/bin/sh
 # Installs what the sandbox runtime's real-engine tests need: Docker (dockerd,
 # containerd, runc), Podman with conmon and catatonit (its init), debootstrap
-# for the offline sandbox image build, and the docker CLI for the benchmark
-# baselines. Idempotent: apt runs only when something is missing.
+# for the offline sandbox image build, the docker CLI for the benchmark
+# baselines, and Chromium for the web chat's browser tests (chromedp).
+# Idempotent: apt runs only when something is missing.
 set -eu
 
-pkgs="docker.io podman conmon catatonit runc containerd debootstrap ca-certificates tmux make git"
+pkgs="docker.io podman conmon catatonit runc containerd debootstrap ca-certificates tmux make git chromium"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
