@@ -63,11 +63,13 @@ func (m *Manager) Follow(ctx context.Context, n int, size func(cols, rows int), 
 	defer cc.close()
 	target := quote(pane)
 	// Output is off until the screen is captured (no-output above), then
-	// turned on for our pane in the same batch: nothing in between.
+	// turned on in the same batch: nothing is lost or shown twice between
+	// the capture and the first pushed output. (refresh-client -A pane:on
+	// does not override no-output in tmux 3.3; clearing the flag does.)
 	lines, err := cc.command(ctx,
 		"display-message -p -t "+target+" '#{pane_id} #{pane_width} #{pane_height} #{cursor_x} #{cursor_y}'",
 		"capture-pane -p -e -t "+target,
-		"refresh-client -A "+quote(pane+":on"))
+		"refresh-client -f "+quote("!no-output"))
 	if err != nil {
 		if isNoSuchSession(err) {
 			return conch.Errorf(conch.KindNotFound, "terminal %d has ended", n)
