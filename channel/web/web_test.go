@@ -136,21 +136,6 @@ func (ts *testServer) chat(ctx context.Context, c *http.Client, id string, after
 	return conn
 }
 
-func readFrame(ctx context.Context, t testing.TB, conn *websocket.Conn) serverFrame {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, b, err := conn.Read(ctx)
-	if err != nil {
-		t.Fatalf("read frame: %v", err)
-	}
-	var f serverFrame
-	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("frame %s: %v", b, err)
-	}
-	return f
-}
-
 // eventFrame decodes an event frame's type and data (serverFrame.Event is
 // for writing; reading gets the wire form).
 type wireEvent struct {
@@ -205,6 +190,10 @@ func until(ctx context.Context, t testing.TB, conn *websocket.Conn, pred func(wi
 			return fs
 		}
 	}
+}
+
+func isTurnDone(f wireFrame) bool {
+	return f.Type == "event" && f.Event.Type == "turn" && strings.Contains(string(f.Event.Data), `"done"`)
 }
 
 func isAnswer(f wireFrame) bool {
@@ -464,9 +453,8 @@ func TestResumeFromTooFarBackGetsHistory(t *testing.T) {
 	ctx := context.Background()
 	conn := ts.chat(ctx, c, cv.ID, 0)
 	sendText(ctx, t, conn, "a1", "first")
-	until(ctx, t, conn, isAnswer)
+	until(ctx, t, conn, isTurnDone)
 	conn.Close(websocket.StatusNormalClosure, "")
-	time.Sleep(50 * time.Millisecond) // the fake's last events
 	conn2 := ts.chat(ctx, c, cv.ID, 1)
 	f := readWire(ctx, t, conn2)
 	if f.Type != "history" || len(f.Messages) != 2 || f.Messages[0].Text != "first" || !strings.Contains(f.Messages[1].HTML, "<strong>first</strong>") {
@@ -477,6 +465,9 @@ func TestResumeFromTooFarBackGetsHistory(t *testing.T) {
 		t.Fatalf("history seq %d, want %d", f.Seq, last)
 	}
 	// Live events follow it.
+	ts.hub.mu.Lock()
+	ts.hub.keep = 10000
+	ts.hub.mu.Unlock()
 	sendText(ctx, t, conn2, "a2", "second")
 	fs := until(ctx, t, conn2, isAnswer)
 	for _, fr := range fs {

@@ -50,9 +50,8 @@ type Collector struct {
 	running     prometheus.Gauge
 	resubscribe prometheus.Counter
 
-	mu    sync.Mutex
-	live  map[turnKey]*turnState
-	lastT time.Time
+	mu   sync.Mutex
+	live map[turnKey]*turnState
 }
 
 type turnKey struct {
