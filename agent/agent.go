@@ -28,6 +28,9 @@ type Options struct {
 	Recorder Recorder
 	// Facts, when set, is read into the system prompt's <memory> block.
 	Facts conch.FactStore
+	// Skills, when set, returns the <available_skills> block of a turn's
+	// system prompt ("" for none); it reports its own failures.
+	Skills func(ctx context.Context, env conch.ToolEnv) string
 	// SystemPrompt replaces DefaultSystemPrompt when set.
 	SystemPrompt string
 	MaxTokens    int
@@ -129,7 +132,7 @@ type Result struct {
 // fatal model error, exhausted retries, a broken tool, cancellation);
 // conch.UserMessage(err) is the text to show.
 func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
-	system, err := a.systemPrompt(ctx, in.Env.User)
+	system, err := a.systemPrompt(ctx, in.Env)
 	if err != nil {
 		return Result{}, err
 	}

@@ -17,12 +17,19 @@ Use the tools to act on that computer: files live in /workspace and persist for 
 Prefer doing over describing. Keep answers short and say what you did.
 When you learn a stable fact about the person (name, preferences, projects), store it with remember; remove stale facts with forget.`
 
-// systemPrompt assembles the base prompt and the person's facts.
-func (a *Agent) systemPrompt(ctx context.Context, user conch.UserKey) (string, error) {
+// systemPrompt assembles the base prompt, the enabled skills and the
+// person's facts.
+func (a *Agent) systemPrompt(ctx context.Context, env conch.ToolEnv) (string, error) {
 	base := a.opts.SystemPrompt
 	if base == "" {
 		base = DefaultSystemPrompt
 	}
+	if a.opts.Skills != nil {
+		if block := a.opts.Skills(ctx, env); block != "" {
+			base += "\n\n" + block
+		}
+	}
+	user := env.User
 	if a.opts.Facts == nil || user.ID == "" {
 		return base, nil
 	}

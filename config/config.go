@@ -37,11 +37,16 @@ type Config struct {
 	Log     LogConfig     `toml:"log" envPrefix:"LOG_"`
 	Sandbox SandboxConfig `toml:"sandbox" envPrefix:"SANDBOX_"`
 	Matrix  MatrixConfig  `toml:"matrix" envPrefix:"MATRIX_"`
+	Email   EmailConfig   `toml:"email" envPrefix:"EMAIL_"`
 	CLI     CLIConfig     `toml:"cli" envPrefix:"CLI_"`
 	Tools   ToolsConfig   `toml:"tools" envPrefix:"TOOLS_"`
 	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
+	Search  SearchConfig  `toml:"search" envPrefix:"SEARCH_"`
+	Skills  SkillsConfig  `toml:"skills" envPrefix:"SKILLS_"`
 	Web     WebConfig     `toml:"web" envPrefix:"WEB_"`
 	Metrics MetricsConfig `toml:"metrics" envPrefix:"METRICS_"`
+
+	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -104,6 +109,20 @@ type ToolsConfig struct {
 	BashAllow []string `toml:"bash_allow" env:"BASH_ALLOW" envSeparator:","`
 	// BashTimeout is the default and longest run of one bash call.
 	BashTimeout Duration `toml:"bash_timeout" env:"BASH_TIMEOUT"`
+	// WebAllowPrivate lists CIDR ranges web_fetch may reach although they
+	// are private or special-purpose (an intranet wiki, a local mirror).
+	WebAllowPrivate []string `toml:"web_allow_private" env:"WEB_ALLOW_PRIVATE" envSeparator:","`
+	// WebProxy is a proxy for web_fetch and web_search, used only when set
+	// here: the environment's HTTP(S)_PROXY is never read.
+	WebProxy string `toml:"web_proxy" env:"WEB_PROXY"`
+	// WebFetchTimeout bounds one fetch, redirects included.
+	WebFetchTimeout Duration `toml:"web_fetch_timeout" env:"WEB_FETCH_TIMEOUT"`
+	// WebFetchMaxBytes caps the body read ("5MiB"); more is cut and flagged.
+	WebFetchMaxBytes string `toml:"web_fetch_max_bytes" env:"WEB_FETCH_MAX_BYTES"`
+	// WebFetchMaxChars caps the text the model reads.
+	WebFetchMaxChars int `toml:"web_fetch_max_chars" env:"WEB_FETCH_MAX_CHARS"`
+	// WebFetchContentTypes lists the media types read ("text/*" wildcards); empty means the built-in list.
+	WebFetchContentTypes []string `toml:"web_fetch_content_types" env:"WEB_FETCH_CONTENT_TYPES" envSeparator:","`
 }
 
 // CoderConfig selects the coding-agent CLI behind the code tool.
@@ -211,6 +230,9 @@ func Load(path string, environ []string) (*Config, error) {
 	if c.DataDir == "" {
 		c.DataDir = defaultDataDir(envMap)
 	}
+	if err := c.loadWeb(envMap); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 
@@ -303,7 +325,10 @@ func (c *Config) Validate() error {
 	}
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
+	ps = append(ps, c.Telegram.validate()...)
 	ps = append(ps, c.validateWeb()...)
+	ps = append(ps, c.validateWebChat()...)
+	ps = append(ps, c.Email.validate()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

@@ -12,6 +12,8 @@ import (
 // Secrets (access_token, password, pickle_key) may instead be given as files
 // (access_token_file, password_file, pickle_key_file); LoadSecrets reads them.
 type MatrixConfig struct {
+	// DMPolicy is allowlist | pairing | open (see config/pairing.go).
+	DMPolicy        string   `toml:"dm_policy" env:"DM_POLICY"`
 	Homeserver      string   `toml:"homeserver" env:"HOMESERVER"`
 	UserID          string   `toml:"user_id" env:"USER_ID"`
 	AccessToken     string   `toml:"access_token" env:"ACCESS_TOKEN"`
@@ -88,7 +90,8 @@ func (m MatrixConfig) validate() []Problem {
 	if m.PickleKey != "" && m.PickleKeyFile != "" {
 		ps = append(ps, Problem{"matrix.pickle_key", "both pickle_key and pickle_key_file are set", "keep one of them"})
 	}
-	if len(m.AllowFrom) == 0 {
+	ps = append(ps, validDMPolicy("matrix", m.DMPolicy)...)
+	if len(m.AllowFrom) == 0 && (m.DMPolicy == "" || m.DMPolicy == DMAllowlist) {
 		ps = append(ps, Problem{"matrix.allow_from", "empty: every message would be dropped", "list the Matrix user ids allowed to use the bot, e.g. CONCH_MATRIX_ALLOW_FROM=@alice:example.org,@bob:example.org (or * for everyone)"})
 	}
 	for _, a := range m.AllowFrom {

@@ -1,87 +1,100 @@
 package config
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestWebDefaults(t *testing.T) {
-	c, err := Load("", []string{"HOME=" + t.TempDir(), "CONCH_MODEL=m", "CONCH_MODEL_API_KEY=k"})
+func TestWebDefaultsAndEnv(t *testing.T) {
+	home := t.TempDir()
+	c, err := Load("", []string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, "cfg")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Web.Enabled || c.Web.LoginTTL.D().Minutes() != 10 || c.Web.MaxMessageBytes != 65536 || c.Gateway.Listen != "127.0.0.1:8484" {
-		t.Fatalf("defaults: %+v listen %q", c.Web, c.Gateway.Listen)
+	if ps := c.validateWeb(); len(ps) != 0 {
+		t.Fatalf("defaults: %v", ps)
 	}
-	if err := c.Validate(); err != nil {
-		t.Fatalf("defaults do not validate: %v", err)
+	if c.Search.ActiveBackend() != "none" || c.Search.MaxResults != 5 || c.Tools.WebFetchTimeout.D().String() != "20s" || c.Tools.WebFetchMaxChars != 40000 {
+		t.Errorf("defaults: %+v %+v", c.Search, c.Tools)
 	}
-}
+	if n, _ := c.Tools.WebFetchMaxBytesN(); n != 5<<20 {
+		t.Errorf("max bytes %d", n)
+	}
+	if c.Skills.Workspace || c.Skills.SharedDir != filepath.Join(home, ".agents", "skills") || c.Skills.UserDir != filepath.Join(home, "cfg", "conch", "skills") {
+		t.Errorf("skills: %+v", c.Skills)
+	}
 
-func TestWebValidate(t *testing.T) {
-	dir := t.TempDir()
-	pem := filepath.Join(dir, "cert.pem")
-	if err := os.WriteFile(pem, []byte("x"), 0o600); err != nil {
+	keyFile := filepath.Join(home, "brave.key")
+	os.WriteFile(keyFile, []byte("BSA-from-file\n"), 0o600)
+	c, err = Load("", []string{"HOME=" + home, "XDG_CONFIG_HOME=" + t.TempDir(),
+		"CONCH_TOOLS_WEB_ALLOW_PRIVATE=10.0.0.0/8, fd00::/8,192.168.1.5",
+		"CONCH_TOOLS_WEB_PROXY=http://proxy.internal:3128",
+		"TAVILY_API_KEY=tvly-env", "CONCH_SEARCH_BRAVE_API_KEY_FILE=" + keyFile, "CONCH_SEARCH_BACKEND=brave",
+		"CONCH_SKILLS_WORKSPACE=true", "CONCH_SKILLS_SHARED_DIR=none"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name string
-		env  []string
-		key  string // "" = valid
-		fix  string
-	}{
-		{"loopback plain http", []string{"CONCH_GATEWAY_LISTEN=127.0.0.1:9000"}, "", ""},
-		{"ipv6 loopback", []string{"CONCH_GATEWAY_LISTEN=[::1]:9000"}, "", ""},
-		{"all interfaces without tls", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484"}, "gateway.listen", "web.tls_cert"},
-		{"empty host without tls", []string{"CONCH_GATEWAY_LISTEN=:8484"}, "gateway.listen", "allow_insecure"},
-		{"all interfaces, insecure allowed", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484", "CONCH_WEB_ALLOW_INSECURE=true"}, "", ""},
-		{"all interfaces with tls", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484", "CONCH_WEB_TLS_CERT=" + pem, "CONCH_WEB_TLS_KEY=" + pem}, "", ""},
-		{"web disabled", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484", "CONCH_WEB_ENABLED=false"}, "", ""},
-		{"cert without key", []string{"CONCH_WEB_TLS_CERT=" + pem}, "web.tls_cert", "both"},
-		{"missing cert file", []string{"CONCH_WEB_TLS_CERT=/nonexistent.pem", "CONCH_WEB_TLS_KEY=" + pem}, "web.tls_cert", "PEM"},
-		{"bad listen", []string{"CONCH_GATEWAY_LISTEN=8484"}, "gateway.listen", "127.0.0.1:8484"},
-		{"zero login ttl", []string{"CONCH_WEB_LOGIN_TTL=0s"}, "web.login_ttl", "10m"},
-		{"huge messages", []string{"CONCH_WEB_MAX_MESSAGE_BYTES=99999999"}, "web.max_message_bytes", "65536"},
-		{"bad public url", []string{"CONCH_WEB_PUBLIC_URL=conch.example.org"}, "web.public_url", "https://"},
-		{"metrics on the gateway port", []string{"CONCH_METRICS_LISTEN=127.0.0.1:8484"}, "metrics.listen", "another port"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			env := append([]string{"HOME=" + dir, "CONCH_MODEL=m", "CONCH_MODEL_API_KEY=k"}, tc.env...)
-			c, err := Load("", env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = c.Validate()
-			if tc.key == "" {
-				if err != nil {
-					t.Fatalf("got %v, want valid", err)
-				}
-				return
-			}
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("got %v, want a problem with %s", err, tc.key)
-			}
-			for _, p := range ve.Problems {
-				if p.Key == tc.key && strings.Contains(p.Fix, tc.fix) {
-					return
-				}
-			}
-			t.Fatalf("got %v, want %s with a fix mentioning %q", err, tc.key, tc.fix)
-		})
+	ps, err := c.Tools.WebAllowPrefixes()
+	if err != nil || len(ps) != 3 || ps[0].String() != "10.0.0.0/8" || ps[1].String() != "fd00::/8" || ps[2].String() != "192.168.1.5/32" {
+		t.Errorf("allow: %v %v", ps, err)
+	}
+	if u, _ := c.Tools.WebProxyURL(); u == nil || u.Host != "proxy.internal:3128" {
+		t.Errorf("proxy %v", u)
+	}
+	if c.Search.TavilyAPIKey != "tvly-env" || c.Search.BraveAPIKey != "BSA-from-file" || c.Search.ActiveBackend() != "brave" {
+		t.Errorf("search: %+v", c.Search)
+	}
+	if !c.Skills.Workspace || SkillDir(c.Skills.SharedDir) != "" {
+		t.Errorf("skills: %+v", c.Skills)
+	}
+	if ps := c.validateWeb(); len(ps) != 0 {
+		t.Errorf("valid env: %v", ps)
+	}
+	c, _ = Load("", []string{"HOME=" + home, "XDG_CONFIG_HOME=" + t.TempDir(), "BRAVE_API_KEY=b"})
+	if c.Search.ActiveBackend() != "brave" {
+		t.Errorf("auto backend with only a Brave key: %s", c.Search.ActiveBackend())
 	}
 }
 
-func TestIsLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "127.1.2.3:1": true,
-		":1": false, "0.0.0.0:1": false, "192.168.1.2:1": false, "example.org:1": false, "garbage": false,
-	} {
-		if got := IsLoopback(addr); got != want {
-			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+func TestWebValidation(t *testing.T) {
+	home := t.TempDir()
+	cases := []struct {
+		env []string
+		key string
+		fix string
+	}{
+		{[]string{"CONCH_TOOLS_WEB_ALLOW_PRIVATE=10.0.0.0/33"}, "tools.web_allow_private", "CIDR"},
+		{[]string{"CONCH_TOOLS_WEB_ALLOW_PRIVATE=intranet"}, "tools.web_allow_private", "CIDR"},
+		{[]string{"CONCH_TOOLS_WEB_PROXY=proxy:3128"}, "tools.web_proxy", "http://host:port"},
+		{[]string{"CONCH_TOOLS_WEB_FETCH_MAX_BYTES=lots"}, "tools.web_fetch_max_bytes", "5MiB"},
+		{[]string{"CONCH_TOOLS_WEB_FETCH_CONTENT_TYPES=html"}, "tools.web_fetch_content_types", "text/html"},
+		{[]string{"CONCH_SEARCH_BACKEND=tavily"}, "search.tavily_api_key", "TAVILY_API_KEY"},
+		{[]string{"CONCH_SEARCH_BACKEND=brave"}, "search.brave_api_key", "CONCH_SEARCH_BRAVE_API_KEY"},
+		{[]string{"CONCH_SEARCH_BACKEND=searxng"}, "search.searxng_url", "CONCH_SEARCH_SEARXNG_URL"},
+		{[]string{"CONCH_SEARCH_BACKEND=google"}, "search.backend", "tavily, brave, searxng or none"},
+		{[]string{"CONCH_SEARCH_SEARXNG_URL=searx.local"}, "search.searxng_url", "http://"},
+		{[]string{"CONCH_SEARCH_MAX_RESULTS=50"}, "search.max_results", "1 to 20"},
+		{[]string{"CONCH_SEARCH_TAVILY_DEPTH=deep", "TAVILY_API_KEY=k"}, "search.tavily_depth", "basic or advanced"},
+	}
+	for _, c := range cases {
+		cfg, err := Load("", append([]string{"HOME=" + home, "XDG_CONFIG_HOME=" + t.TempDir()}, c.env...))
+		if err != nil {
+			t.Fatalf("%v: %v", c.env, err)
 		}
+		ps := cfg.validateWeb()
+		found := false
+		for _, p := range ps {
+			if p.Key == c.key && strings.Contains(p.Fix, c.fix) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%v: problems %v, want %s with a fix mentioning %q", c.env, ps, c.key, c.fix)
+		}
+	}
+	if _, err := Load("", []string{"HOME=" + home, "CONCH_SEARCH_TAVILY_API_KEY_FILE=/nonexistent/key"}); err == nil || !strings.Contains(err.Error(), "search.tavily_api_key_file") {
+		t.Errorf("missing key file: %v", err)
 	}
 }

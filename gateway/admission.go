@@ -16,19 +16,42 @@ import (
 // submit directly, without admission.
 
 // Admits implements conch.Handler: any one of ids on the channel's allowlist
-// is enough. A channel without an allowlist admits nobody.
-func (g *Gateway) Admits(_ context.Context, ch conch.ChannelName, ids ...conch.UserID) bool {
-	al, ok := g.opts.Allow[ch]
-	if !ok {
-		return false
+// or approved by pairing is enough; on a channel whose policy is open or
+// pairing everyone may reach admission (an unknown sender then gets a
+// pairing code, nothing more). A channel without an allowlist or policy
+// admits nobody.
+func (g *Gateway) Admits(ctx context.Context, ch conch.ChannelName, ids ...conch.UserID) bool {
+	switch g.opts.Policies[ch] {
+	case PolicyOpen, PolicyPairing:
+		return true
 	}
-	for _, id := range ids {
-		if id != "" && al.Allows(id) {
-			return true
+	return g.admitted(ctx, ch, ids...)
+}
+
+// admitted is the strict rule: the allowlist, a pairing approval, or an
+// open channel.
+func (g *Gateway) admitted(ctx context.Context, ch conch.ChannelName, ids ...conch.UserID) bool {
+	if g.opts.Policies[ch] == PolicyOpen {
+		return true
+	}
+	if al, ok := g.opts.Allow[ch]; ok {
+		for _, id := range ids {
+			if id != "" && al.Allows(id) {
+				return true
+			}
 		}
 	}
-	return false
+	if g.opts.Policies[ch] != PolicyPairing {
+		return false
+	}
+	ok, err := g.pairings().Approved(ctx, ch, ids...)
+	if err != nil {
+		g.log.Warn("read pairings", "channel", ch, "err", err)
+	}
+	return ok
 }
+
+func (g *Gateway) pairings() Pairings { return Pairings{Store: g.opts.Store, Now: g.opts.Now} }
 
 // HandleInbound implements conch.Handler: admission, commands, then
 // submission. It returns once the message is durable.
@@ -39,7 +62,10 @@ func (g *Gateway) HandleInbound(ctx context.Context, in conch.Inbound) error {
 	if !in.Origin.IsPerson() {
 		return conch.Errorf(conch.KindInvalid, "a channel delivered a message of origin %q; only people write on channels", in.Origin.Kind)
 	}
-	if !g.Admits(ctx, in.Key.Channel, append([]conch.UserID{in.Sender}, in.SenderAliases...)...) {
+	if !g.admitted(ctx, in.Key.Channel, append([]conch.UserID{in.Sender}, in.SenderAliases...)...) {
+		if g.opts.Policies[in.Key.Channel] == PolicyPairing {
+			return g.pair(ctx, in)
+		}
 		// Unknown senders get nothing at all.
 		g.log.Debug("dropped message from sender not on the allowlist", "channel", in.Key.Channel, "sender", in.Sender)
 		return nil
@@ -60,6 +86,27 @@ func (g *Gateway) HandleInbound(ctx context.Context, in conch.Inbound) error {
 	}
 	_, err := g.Submit(ctx, in)
 	return err
+}
+
+// pair answers an unknown sender on a pairing channel with a code (at most
+// once an hour); nothing of the message is kept or reaches the model.
+func (g *Gateway) pair(ctx context.Context, in conch.Inbound) error {
+	code, send, err := g.pairings().Request(ctx, in)
+	if err != nil {
+		return fmt.Errorf("pairing: %w", err)
+	}
+	g.log.Info("pairing requested", "channel", in.Key.Channel, "sender", in.Sender, "name", in.SenderName, "code", code, "told", send)
+	if !send {
+		return nil
+	}
+	ch, ok := g.channels[in.Key.Channel]
+	if !ok {
+		return nil
+	}
+	if err := ch.Send(ctx, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: pairingText(code), InReplyTo: in.ExternalID, Thread: in.Thread}); err != nil {
+		g.log.Warn("pairing code not delivered", "channel", in.Key.Channel, "sender", in.Sender, "err", err)
+	}
+	return nil
 }
 
 // Submit implements conch.Submitter: the message (and its files) is stored

@@ -43,8 +43,11 @@ type Options struct {
 	Agent    Runner
 	Channels []conch.Channel
 	// Allow holds each channel's allowlist. A channel without one accepts
-	// nobody (fail closed).
+	// nobody (fail closed) unless its policy says otherwise.
 	Allow map[conch.ChannelName]Allowlist
+	// Policies holds each channel's policy for senders not on its
+	// allowlist (PolicyAllowlist when absent).
+	Policies map[conch.ChannelName]Policy
 	// Runtime, if set, gives each conversation its sandbox; /reset and a
 	// closed conversation remove it.
 	Runtime conch.Runtime

@@ -42,3 +42,23 @@ func (d *DB) SetCursor(ctx context.Context, name, value string) error {
 	}
 	return nil
 }
+
+const sqlCursorsWithPrefix = `SELECT name, value FROM cursors WHERE substr(name, 1, length(?1)) = ?1 ORDER BY name`
+
+// CursorsWithPrefix returns every cursor whose name starts with prefix.
+func (d *DB) CursorsWithPrefix(ctx context.Context, prefix string) (map[string]string, error) {
+	rows, err := d.r.QueryContext(ctx, sqlCursorsWithPrefix, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("cursors %q…: %w", prefix, err)
+	}
+	defer rows.Close()
+	m := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("cursors %q…: %w", prefix, err)
+		}
+		m[k] = v
+	}
+	return m, rows.Err()
+}

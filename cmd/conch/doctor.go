@@ -67,6 +67,12 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.Matrix.Enabled() {
 		a.doctorMatrix(ctx, cfg, check)
 	}
+	if cfg.Telegram.Enabled() {
+		a.doctorTelegram(ctx, cfg, check)
+	}
+	if cfg.Email.Enabled() {
+		a.doctorEmail(ctx, cfg, check)
+	}
 
 	switch cfg.Sandbox.Engine {
 	case "none":

@@ -63,6 +63,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.sandboxAgentCmd(),
 		a.configCmd(),
 		a.backupCmd(),
+		a.pairingCmd(),
+		a.skillsCmd(),
 		a.webCmd(),     // web chat login (web.go)
 		a.serviceCmd(), // systemd unit (service.go)
 	)

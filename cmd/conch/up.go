@@ -67,7 +67,7 @@ func (a *app) up(ctx context.Context) error {
 		return err
 	}
 	if len(channels) == 0 {
-		log.Warn("no channel is configured; conch serves only its health endpoint. Configure [matrix] (or CONCH_MATRIX_HOMESERVER) to talk to it, or use `conch chat`.")
+		log.Warn("no channel is configured; conch serves only its health endpoint. Configure [matrix] (or CONCH_MATRIX_HOMESERVER) or [email] (CONCH_EMAIL_ADDRESS) to talk to it, or use `conch chat`.")
 	}
 	gw, err := newGateway(d, channels, allow)
 	if err != nil {
@@ -104,7 +104,7 @@ func (a *app) channels(ctx context.Context, d *deps) ([]conch.Channel, map[conch
 		if ch == nil {
 			continue
 		}
-		if al.Empty() {
+		if p := policies(d.cfg)[ch.Name()]; al.Empty() && (p == "" || p == gateway.PolicyAllowlist) {
 			d.log.Warn("channel has an empty allowlist: nobody will be answered", "channel", ch.Name())
 		}
 		chs = append(chs, ch)
@@ -117,4 +117,4 @@ func (a *app) channels(ctx context.Context, d *deps) ([]conch.Channel, map[conch
 type channelBuilder func(ctx context.Context, a *app, d *deps) (conch.Channel, gateway.Allowlist, error)
 
 // channelBuilders lists the channels conch up can run, in start order.
-var channelBuilders = []channelBuilder{matrixChannel, webChannel}
+var channelBuilders = []channelBuilder{matrixChannel, telegramChannel, emailChannel, webChannel}

@@ -25,6 +25,7 @@ import (
 	"conch/llm/openai"
 	"conch/obs"
 	"conch/sandbox/docker"
+	"conch/skill"
 	"conch/spool"
 	"conch/sqlite"
 	"conch/terminal"
@@ -63,7 +64,9 @@ type deps struct {
 	gateway *gatewayRef
 	// releasers hold per-conversation state that a reset or close frees.
 	releasers []conch.Releaser
-	closers   []io.Closer
+	// skills finds skills and fills the directory sandboxes mount (webtools.go).
+	skills  *skill.Manager
+	closers []io.Closer
 }
 
 func (d *deps) Close() {
@@ -133,6 +136,7 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	opts.Audit = d.audit
 	opts.Logger = d.log
 	opts.BuildProgress = progress
+	opts.ExtraMounts = append(opts.ExtraMounts, skillsMount(d.cfg))
 	rt, err := docker.New(ctx, opts)
 	if err != nil {
 		if sc.Engine == "auto" && sc.Host == "" && conch.KindOf(err) == conch.KindUnavailable {
@@ -179,9 +183,14 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		return nil, err
 	}
 	ac := d.cfg.Agent
+	ts, err := tools(d)
+	if err != nil {
+		return nil, err
+	}
 	return agent.New(agent.Options{
 		Model:         model,
-		Tools:         tools(d),
+		Tools:         ts,
+		Skills:        d.skillsPrompt,
 		Recorder:      d.db,
 		Facts:         d.db,
 		SystemPrompt:  ac.SystemPrompt,
@@ -193,12 +202,16 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	})
 }
 
-// tools lists the built-in tools; the ones that need a computer only when a
-// container runtime is available.
-func tools(d *deps) []conch.Tool {
-	ts := []conch.Tool{tool.Remember{}, tool.Forget{}}
+// tools lists the built-in tools: memory and the host-side tools always,
+// the ones that need a computer only when a container runtime is available.
+func tools(d *deps) ([]conch.Tool, error) {
+	host, err := hostTools(d)
+	if err != nil {
+		return nil, err
+	}
+	ts := append([]conch.Tool{tool.Remember{}, tool.Forget{}}, host...)
 	if d.runtime == nil {
-		return ts
+		return ts, nil
 	}
 	tc := d.cfg.Tools
 	files := tool.FilesOptions{Auditor: d.audit}
@@ -210,7 +223,7 @@ func tools(d *deps) []conch.Tool {
 	if profile, ok := coderProfile(d.cfg.Coder.Agent); ok {
 		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: coderOptions(d, profile)})...)
 	}
-	return ts
+	return ts, nil
 }
 
 // startTerminals creates the per-conversation terminal managers over the
@@ -268,11 +281,25 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	}
 	opts := gateway.Options{
 		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
-		Events: d.db, Attachments: d.spool, Releasers: d.releasers,
+		Events: d.db, Attachments: d.spool, Releasers: d.releasers, Policies: policies(d.cfg),
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log,
 	}
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface
 	}
 	return gateway.New(opts)
+}
+
+// policies are the channels' dm_policy settings.
+func policies(cfg *config.Config) map[conch.ChannelName]gateway.Policy {
+	ps := map[conch.ChannelName]gateway.Policy{}
+	for ch, v := range map[conch.ChannelName]string{
+		conch.ChannelMatrix:   cfg.Matrix.DMPolicy,
+		conch.ChannelTelegram: cfg.Telegram.DMPolicy,
+	} {
+		if v != "" {
+			ps[ch] = gateway.Policy(v)
+		}
+	}
+	return ps
 }

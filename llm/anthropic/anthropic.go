@@ -60,7 +60,10 @@ type Model struct {
 	client    ant.Client
 }
 
-var _ conch.Model = (*Model)(nil)
+var (
+	_ conch.Model          = (*Model)(nil)
+	_ conch.StreamingModel = (*Model)(nil)
+)
 
 // New returns a Model for cfg.
 func New(cfg Config) (*Model, error) {

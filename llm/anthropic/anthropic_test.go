@@ -26,6 +26,8 @@ func TestContract(t *testing.T) { llmtest.Run(t, fakellm.Anthropic, newModel) }
 
 func BenchmarkGenerate(b *testing.B) { llmtest.Bench(b, fakellm.Anthropic, newModel) }
 
+func BenchmarkGenerateStream(b *testing.B) { llmtest.BenchStream(b, fakellm.Anthropic, newModel) }
+
 func TestNewValidates(t *testing.T) {
 	tests := []struct {
 		name string

@@ -70,7 +70,10 @@ type Model struct {
 	client    *genai.Client
 }
 
-var _ conch.Model = (*Model)(nil)
+var (
+	_ conch.Model          = (*Model)(nil)
+	_ conch.StreamingModel = (*Model)(nil)
+)
 
 // New returns a Model for cfg.
 func New(cfg Config) (*Model, error) {

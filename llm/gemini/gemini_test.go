@@ -27,6 +27,8 @@ func TestContract(t *testing.T) { llmtest.Run(t, fakellm.Gemini, newModel) }
 
 func BenchmarkGenerate(b *testing.B) { llmtest.Bench(b, fakellm.Gemini, newModel) }
 
+func BenchmarkGenerateStream(b *testing.B) { llmtest.BenchStream(b, fakellm.Gemini, newModel) }
+
 func TestNewValidates(t *testing.T) {
 	tests := []struct {
 		name string

@@ -66,7 +66,10 @@ type Model struct {
 	svc      oai.ChatCompletionService
 }
 
-var _ conch.Model = (*Model)(nil)
+var (
+	_ conch.Model          = (*Model)(nil)
+	_ conch.StreamingModel = (*Model)(nil)
+)
 
 // New returns a Model for cfg.
 func New(cfg Config) (*Model, error) {

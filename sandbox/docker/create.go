@@ -82,6 +82,7 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	if r.agentName != "" {
 		hc.Binds = append(hc.Binds, filepath.Join(r.opts.DataDir, "agent")+":"+AgentDir+":ro")
 	}
+	hc.Binds = append(hc.Binds, mountBinds(r.opts.ExtraMounts)...)
 	all := map[string]string{LabelImageHash: img.Hash, LabelProfileHash: r.specHash}
 	for k, v := range labels {
 		all[k] = v

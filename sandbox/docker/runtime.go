@@ -80,6 +80,8 @@ type Options struct {
 	BuildProgress func(string)
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// ExtraMounts are host directories mounted into every sandbox (mounts.go).
+	ExtraMounts []BindMount
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -127,6 +129,9 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		if agentName, err = installAgent(o.AgentBinary, filepath.Join(o.DataDir, "agent")); err != nil {
 			return nil, fmt.Errorf("sandbox runtime: agent binary: %w", err)
 		}
+	}
+	if err := prepareMounts(o.ExtraMounts, o.DataDir, agentName != ""); err != nil {
+		return nil, fmt.Errorf("sandbox runtime: %w", err)
 	}
 	host, err := DetectHost(o.Host, o.Engine, os.Getenv)
 	if err != nil {
@@ -189,7 +194,7 @@ func start(o Options, prof Hardening, agentName string, api engineAPI, info Info
 		opts: o, profile: prof, api: api, info: info, reg: reg,
 		log:       o.Logger.With("component", "sandbox", "engine", info.Engine),
 		boxes:     map[string]*box{},
-		specHash:  hash8(prof.Hash(), strconv.FormatBool(agentName != "")) + prof.Hash()[:4],
+		specHash:  hash8(append([]string{prof.Hash(), strconv.FormatBool(agentName != "")}, mountsKey(o.ExtraMounts)...)...) + prof.Hash()[:4],
 		agentName: agentName,
 	}
 	r.life, r.stop = context.WithCancel(context.Background())

@@ -69,7 +69,7 @@ func decodeAnthropic(body []byte, req *Request) (stream bool, err error) {
 	if err := json.Unmarshal(body, &in); err != nil {
 		return false, err
 	}
-	req.Model, req.MaxTokens = in.Model, in.MaxTokens
+	req.Model, req.MaxTokens, req.Stream = in.Model, in.MaxTokens, in.Stream
 	sys, err := antBlocks(in.System)
 	if err != nil {
 		return false, fmt.Errorf("system: %w", err)

@@ -13,10 +13,13 @@
 // with Handle answers; when there is neither, the server answers 500 naming
 // the problem and marks the test failed. The response shapes (ids, finish
 // reasons, usage, tool calls) are the real APIs' shapes, so the SDKs parse
-// them exactly as they parse production traffic. Streaming is spoken only
-// for Gemini's streamGenerateContent?alt=sse (gemini_stream.go, what the
-// Gemini CLI calls); any other streaming request gets a 400 saying so. TLS
-// serves it over HTTPS.
+// them exactly as they parse production traffic. Streaming is spoken as
+// the APIs speak it, in server-sent events (stream.go): OpenAI
+// "stream": true (with stream_options.include_usage, the final usage chunk)
+// ending in data: [DONE]; Anthropic "stream": true (message_start,
+// content_block_start/delta/stop, ping, message_delta, message_stop, error);
+// Gemini streamGenerateContent?alt=sse (what the Gemini CLI calls; its JSON
+// array form without alt=sse gets a 400). TLS serves it over HTTPS.
 package fakellm
 
 import (
@@ -237,10 +240,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: cannot decode the request: "+err.Error()))
 		return
 	}
-	if stream && (p != Gemini || !geminiSSE(r)) {
-		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: streaming requests are not supported (but Gemini's streamGenerateContent?alt=sse); use the non-streaming call"))
+	if stream && p == Gemini && !geminiSSE(r) {
+		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: Gemini streaming is spoken only as server-sent events (streamGenerateContent?alt=sse)"))
 		return
 	}
+	req.Stream = stream
 
 	reply, n, found := s.take(req)
 	if !found {
@@ -312,12 +316,20 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, re
 	id := s.nextID()
 	switch req.Provider {
 	case OpenAI:
+		if req.Stream {
+			s.writeOpenAIStream(w, r, req, reply, id)
+			return
+		}
 		s.writeJSON(w, http.StatusOK, reply.header, openAIResponse(req, reply, id))
 	case Anthropic:
+		if req.Stream {
+			s.writeAnthropicStream(w, r, req, reply, id)
+			return
+		}
 		s.writeJSON(w, http.StatusOK, reply.header, anthropicResponse(req, reply, id))
 	case Gemini:
-		if strings.HasSuffix(req.Path, ":streamGenerateContent") {
-			s.writeGeminiStream(w, req, reply, id)
+		if req.Stream {
+			s.writeGeminiStream(w, r, req, reply, id)
 			return
 		}
 		s.writeJSON(w, http.StatusOK, reply.header, geminiResponse(req, reply, id))

@@ -339,9 +339,7 @@ func TestRefusals(t *testing.T) {
 		{"wrong method", http.MethodGet, "/v1/chat/completions", "", 404, "no endpoint"},
 		{"bad json", http.MethodPost, "/v1/messages", "{", 400, "cannot decode"},
 		{"unknown role", http.MethodPost, "/v1/chat/completions", `{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, 400, "unknown role"},
-		{"openai stream", http.MethodPost, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[]}`, 400, "streaming"},
-		{"anthropic stream", http.MethodPost, "/v1/messages", `{"model":"m","stream":true,"messages":[]}`, 400, "streaming"},
-		{"gemini stream", http.MethodPost, "/v1beta/models/g:streamGenerateContent", `{"contents":[]}`, 400, "streaming"},
+		{"gemini stream without sse", http.MethodPost, "/v1beta/models/g:streamGenerateContent", `{"contents":[]}`, 400, "server-sent events"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

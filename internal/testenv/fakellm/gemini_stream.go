@@ -2,10 +2,7 @@ package fakellm
 
 import (
 	"crypto/x509"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
 )
 
 // Gemini streamGenerateContent?alt=sse wire format, as the Gemini API sends
@@ -55,18 +52,17 @@ type gemStreamEvent struct {
 	ResponseID    string               `json:"responseId"`
 }
 
-// geminiStream is the events of the answer r to req, in order.
+// geminiStream is the events of the answer r to req, in order: one per
+// text chunk, the function calls whole in one event, and the finishReason
+// with the final usage on the last event.
 func geminiStream(req *Request, r Reply, id uint64) []gemStreamEvent {
 	whole := geminiResponse(req, r, id)
 	c := whole.Candidates[0]
 	u := whole.UsageMetadata
-	var texts []string
 	var calls []gemOutPart
 	for _, p := range c.Content.Parts {
 		if p.FunctionCall != nil {
 			calls = append(calls, p)
-		} else {
-			texts = append(texts, splitText(p.Text, 3)...)
 		}
 	}
 	event := func(parts []gemOutPart) gemStreamEvent {
@@ -78,7 +74,7 @@ func geminiStream(req *Request, r Reply, id uint64) []gemStreamEvent {
 		return e
 	}
 	var out []gemStreamEvent
-	for _, t := range texts {
+	for _, t := range r.textChunks() {
 		out = append(out, event([]gemOutPart{{Text: t}}))
 	}
 	if len(calls) > 0 || len(out) == 0 {
@@ -93,45 +89,30 @@ func geminiStream(req *Request, r Reply, id uint64) []gemStreamEvent {
 	return out
 }
 
-// splitText cuts s into at most n pieces at spaces, keeping every byte.
-func splitText(s string, n int) []string {
-	if s == "" {
-		return nil
-	}
-	size := max(1, len(s)/n)
-	var out []string
-	for len(out) < n-1 && len(s) > size {
-		i := strings.IndexByte(s[size:], ' ')
-		if i < 0 {
-			break
-		}
-		out = append(out, s[:size+i+1])
-		s = s[size+i+1:]
-	}
-	return append(out, s)
-}
-
-// writeGeminiStream answers a streamGenerateContent?alt=sse request,
-// flushing after every event.
-func (s *Server) writeGeminiStream(w http.ResponseWriter, req *Request, reply Reply, id uint64) {
-	for k, vs := range reply.header {
-		w.Header()[k] = vs
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	for _, e := range geminiStream(req, reply, id) {
-		b, err := json.Marshal(e)
-		if err != nil {
-			s.tb.Errorf("fakellm: encode stream event: %v", err)
+// writeGeminiStream answers a streamGenerateContent?alt=sse request, every
+// event a chunk. A stream the script stops at its end sends the last chunk
+// without its finishReason and final usage. An error inside the stream is a
+// data event holding {"error": {code, message, status}}.
+func (s *Server) writeGeminiStream(w http.ResponseWriter, r *http.Request, req *Request, reply Reply, id uint64) {
+	events := geminiStream(req, reply, id)
+	e := s.newSSE(w, r, reply, true)
+	fail := func(er Reply) { e.event("", geminiError(er)) }
+	for i, ev := range events {
+		if !e.chunk() {
+			e.stopped(fail)
 			return
 		}
-		if _, err := fmt.Fprintf(w, "data: %s\r\n\r\n", b); err != nil {
-			return // the client went away
+		if i == len(events)-1 && reply.stop != stopNone {
+			ev.Candidates[0].FinishReason = ""
+			in := ev.UsageMetadata.PromptTokenCount
+			ev.UsageMetadata = gemStreamUsage{PromptTokenCount: in, TotalTokenCount: in}
+			if e.event("", ev) {
+				e.stopped(fail)
+			}
+			return
 		}
-		if flusher != nil {
-			flusher.Flush()
+		if !e.event("", ev) {
+			return
 		}
 	}
 }

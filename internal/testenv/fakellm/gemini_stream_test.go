@@ -100,8 +100,8 @@ func TestGeminiStreamWire(t *testing.T) {
 		}
 		events = append(events, e)
 	}
-	if len(events) != 3 {
-		t.Fatalf("got %d events, want 3", len(events))
+	if len(events) != 6 {
+		t.Fatalf("got %d events, want 6 (a word each)", len(events))
 	}
 	for i, e := range events {
 		c := e["candidates"].([]any)[0].(map[string]any)

@@ -35,6 +35,9 @@ type oaiRequest struct {
 	MaxTokens           int  `json:"max_tokens"`
 	MaxCompletionTokens int  `json:"max_completion_tokens"`
 	Stream              bool `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 }
 
 // oaiText reads content that is a string, null, or an array of parts of
@@ -71,6 +74,7 @@ func decodeOpenAI(body []byte, req *Request) (stream bool, err error) {
 	}
 	req.Model = in.Model
 	req.MaxTokens = max(in.MaxTokens, in.MaxCompletionTokens)
+	req.Stream, req.includeUsage = in.Stream, in.StreamOptions.IncludeUsage
 	var system []string
 	for i, m := range in.Messages {
 		text, err := oaiText(m.Content)

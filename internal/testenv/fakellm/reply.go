@@ -8,9 +8,11 @@ import (
 )
 
 // Reply is one scripted answer. Build it with Text, ToolCall, ToolCalls,
-// Error, ContextTooLong, Raw, Drop or Hang and refine it with the methods,
-// which return a modified copy (a Reply is a value; sharing one between
-// goroutines is safe).
+// Error, ContextTooLong, Raw, Drop or Hang and refine it with the methods
+// (Chunks, ChunkDelay, FailAfter, CutAfter and EndAfter shape a streamed
+// answer; a non-streaming request gets the whole answer), which return a
+// modified copy (a Reply is a value; sharing one between goroutines is
+// safe).
 type Reply struct {
 	text      string
 	calls     []Call
@@ -29,6 +31,13 @@ type Reply struct {
 	delay time.Duration
 	hang  bool
 	drop  bool
+
+	// Streaming only (stream.go).
+	pieces     []string      // the text's chunks; nil: one chunk a word
+	chunkDelay time.Duration // between chunks
+	stop       stopKind      // how the stream ends early, if it does
+	stopAfter  int           // after this many chunks
+	streamErr  *Reply        // the error event of stopFail
 
 	err error // a construction mistake, answered as a 500 naming it
 }

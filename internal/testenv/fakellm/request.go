@@ -39,8 +39,13 @@ type Request struct {
 	Tools []Tool
 	// MaxTokens is the output token limit asked for, 0 when none.
 	MaxTokens int
+	// Stream is set when the client asked for a streamed answer (OpenAI and
+	// Anthropic "stream": true, Gemini streamGenerateContent).
+	Stream bool
 	// Body is the raw request body.
 	Body []byte
+
+	includeUsage bool // OpenAI stream_options.include_usage
 }
 
 // Message is one wire message.

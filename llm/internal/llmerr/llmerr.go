@@ -188,3 +188,36 @@ func IsConnection(err error) bool {
 	return strings.Contains(s, "server closed") || strings.Contains(s, "connection reset") ||
 		strings.Contains(s, "broken pipe") || strings.Contains(s, "EOF")
 }
+
+// InStream builds the ModelError for an error the server sent inside a
+// stream that had begun with 200 OK (an Anthropic error event, an OpenAI
+// error chunk, a Gemini error object). status is the HTTP status the
+// provider answers that error with before a stream begins (529 for
+// Anthropic's overloaded_error), so the error is classified and reported
+// exactly as that answer would be; 0 when its type names none, which is
+// taken for a server failure (transient) unless the text says the context is
+// too long.
+func InStream(status int, header http.Header, code, message string, cause error) *conch.ModelError {
+	if status >= 400 && status <= 599 {
+		return HTTP(status, header, code, message, cause)
+	}
+	kind := conch.KindTransient
+	if IsContextTooLong(code, message) {
+		kind = conch.KindContextTooLong
+	}
+	return &conch.ModelError{Kind: kind, RetryAfter: RetryAfter(header, time.Now()), Message: message, Err: cause}
+}
+
+// ErrTruncated is the cause of a stream that ended without its final event.
+var ErrTruncated = fmt.Errorf("the stream ended before its final event: %w", io.ErrUnexpectedEOF)
+
+// Truncated is the transient ModelError for a stream that ended without its
+// final event (what names it, e.g. "message_stop"): the answer is partial,
+// and asking again is the remedy.
+func Truncated(what string) *conch.ModelError {
+	msg := "the stream ended before its final event"
+	if what != "" {
+		msg += " (" + what + ")"
+	}
+	return &conch.ModelError{Kind: conch.KindTransient, Message: msg, Err: ErrTruncated}
+}

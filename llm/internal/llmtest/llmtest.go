@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,8 +38,52 @@ func tools() []conch.ToolSpec {
 
 const system = "You are conch.\n<memory>\nThe user likes tea.\n</memory>"
 
-// Run runs the contract suite for provider p.
+// Generator is one way to call a model: Generate, or GenerateStream
+// checking what it hands out.
+type Generator func(tb testing.TB, m conch.Model, ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error)
+
+// Generate calls m.Generate.
+func Generate(_ testing.TB, m conch.Model, ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+	return m.Generate(ctx, req)
+}
+
+// Stream calls m.GenerateStream and checks the contract of its deltas: never
+// empty, never handed out concurrently, and (when the call succeeds) joined
+// they are the response's text.
+func Stream(tb testing.TB, m conch.Model, ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+	sm, ok := m.(conch.StreamingModel)
+	if !ok {
+		tb.Errorf("%s is not a conch.StreamingModel", m.Name())
+		return conch.ModelResponse{}, errors.New("not a StreamingModel")
+	}
+	var text strings.Builder
+	var busy atomic.Bool
+	resp, err := sm.GenerateStream(ctx, req, func(delta string) {
+		if !busy.CompareAndSwap(false, true) {
+			tb.Errorf("onText called concurrently")
+		}
+		defer busy.Store(false)
+		if delta == "" {
+			tb.Errorf("onText called with an empty delta")
+		}
+		text.WriteString(delta)
+	})
+	if err == nil && text.String() != resp.Text {
+		tb.Errorf("deltas joined: got %q, want the response's text %q", text.String(), resp.Text)
+	}
+	return resp, err
+}
+
+// Run runs the contract suite for provider p: every case through Generate
+// and again through GenerateStream (same answers), then the cases only a
+// stream has.
 func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
+	t.Run("Generate", func(t *testing.T) { run(t, p, newModel, Generate) })
+	t.Run("Stream", func(t *testing.T) { run(t, p, newModel, Stream) })
+	t.Run("StreamOnly", func(t *testing.T) { runStream(t, p, newModel) })
+}
+
+func run(t *testing.T, p fakellm.Provider, newModel NewModel, gen Generator) {
 	model := func(tb testing.TB, s *fakellm.Server) conch.Model {
 		return newModel(tb, s.BaseURL(p), 0)
 	}
@@ -55,7 +100,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		t.Setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Env: leaked")
 		s := fakellm.New(t)
 		s.Push(fakellm.Text("ok"))
-		if _, err := model(t, s).Generate(context.Background(), userRequest("hi")); err != nil {
+		if _, err := gen(t, model(t, s), context.Background(), userRequest("hi")); err != nil {
 			t.Fatalf("Generate: %v", err)
 		}
 		req := last(t, s)
@@ -75,7 +120,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		req := userRequest("hello")
 		req.System = system
 		req.MaxTokens = 256
-		resp, err := m.Generate(context.Background(), req)
+		resp, err := gen(t, m, context.Background(), req)
 		if err != nil {
 			t.Fatalf("Generate: %v", err)
 		}
@@ -113,7 +158,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		t.Parallel()
 		s := fakellm.New(t)
 		s.Push(fakellm.Text("cut sho").MaxTokens())
-		resp, err := model(t, s).Generate(context.Background(), userRequest("write a novel"))
+		resp, err := gen(t, model(t, s), context.Background(), userRequest("write a novel"))
 		if err != nil {
 			t.Fatalf("Generate: %v", err)
 		}
@@ -130,7 +175,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		req := userRequest("what is here?")
 		req.System = system
 		req.Tools = tools()
-		resp, err := m.Generate(context.Background(), req)
+		resp, err := gen(t, m, context.Background(), req)
 		if err != nil {
 			t.Fatalf("Generate 1: %v", err)
 		}
@@ -159,7 +204,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 			conch.Message{Role: conch.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls},
 			conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: call.ID, Content: "notes.txt"}},
 		)
-		resp2, err := m.Generate(context.Background(), req)
+		resp2, err := gen(t, m, context.Background(), req)
 		if err != nil {
 			t.Fatalf("Generate 2: %v", err)
 		}
@@ -208,7 +253,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		m := model(t, s)
 		req := userRequest("show a.txt")
 		req.Tools = tools()
-		resp, err := m.Generate(context.Background(), req)
+		resp, err := gen(t, m, context.Background(), req)
 		if err != nil {
 			t.Fatalf("Generate 1: %v", err)
 		}
@@ -220,7 +265,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 			conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: resp.ToolCalls[0].ID, Name: "bash", Content: "b.txt"}},
 			conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: resp.ToolCalls[1].ID, Name: "read", Content: "no such file", IsError: true}},
 		)
-		if _, err := m.Generate(context.Background(), req); err != nil {
+		if _, err := gen(t, m, context.Background(), req); err != nil {
 			t.Fatalf("Generate 2: %v", err)
 		}
 		got := last(t, s)
@@ -262,7 +307,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 			conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: "gensyn_q2w3e4#ts=c2ln", Name: "bash", Content: "a"}},
 			conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: "call_9", Name: "read", Content: "hello"}},
 		)
-		if _, err := model(t, s).Generate(context.Background(), req); err != nil {
+		if _, err := gen(t, model(t, s), context.Background(), req); err != nil {
 			t.Fatalf("Generate: %v", err)
 		}
 		got := last(t, s)
@@ -316,7 +361,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 			t.Parallel()
 			s := fakellm.New(t)
 			s.Push(tc.reply)
-			_, err := model(t, s).Generate(context.Background(), userRequest("hi"))
+			_, err := gen(t, model(t, s), context.Background(), userRequest("hi"))
 			me := modelError(t, err)
 			if me.Kind != tc.kind || conch.KindOf(err) != tc.kind {
 				t.Errorf("kind: got %q (KindOf %q), want %q; error: %v", me.Kind, conch.KindOf(err), tc.kind, err)
@@ -343,7 +388,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		t.Parallel()
 		s := fakellm.New(t)
 		s.Push(fakellm.Error(503, "busy").Header("Retry-After", time.Now().Add(30*time.Second).UTC().Format(http.TimeFormat)))
-		_, err := model(t, s).Generate(context.Background(), userRequest("hi"))
+		_, err := gen(t, model(t, s), context.Background(), userRequest("hi"))
 		me := modelError(t, err)
 		// An HTTP date has whole seconds; allow for that and for the call.
 		if me.RetryAfter < 25*time.Second || me.RetryAfter > 31*time.Second {
@@ -362,7 +407,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 				cancel()
 			}
 		}()
-		_, err := model(t, s).Generate(ctx, userRequest("hi"))
+		_, err := gen(t, model(t, s), ctx, userRequest("hi"))
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want an error wrapping context.Canceled", err)
 		}
@@ -378,7 +423,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		s.Push(fakellm.Hang())
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		_, err := model(t, s).Generate(ctx, userRequest("hi"))
+		_, err := gen(t, model(t, s), ctx, userRequest("hi"))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want an error wrapping context.DeadlineExceeded", err)
 		}
@@ -392,7 +437,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		s := fakellm.New(t)
 		s.Push(fakellm.Hang())
 		m := newModel(t, s.BaseURL(p), 50*time.Millisecond)
-		_, err := m.Generate(context.Background(), userRequest("hi"))
+		_, err := gen(t, m, context.Background(), userRequest("hi"))
 		me := modelError(t, err)
 		if me.Kind != conch.KindTransient || me.Status != 0 {
 			t.Errorf("got kind %q status %d, want transient and no status", me.Kind, me.Status)
@@ -407,7 +452,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		s := fakellm.New(t)
 		base := s.BaseURL(p)
 		s.Close()
-		_, err := newModel(t, base, 0).Generate(context.Background(), userRequest("hi"))
+		_, err := gen(t, newModel(t, base, 0), context.Background(), userRequest("hi"))
 		me := modelError(t, err)
 		if me.Kind != conch.KindTransient || me.Status != 0 {
 			t.Errorf("got kind %q status %d, want transient and no status; error: %v", me.Kind, me.Status, err)
@@ -419,7 +464,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		s := fakellm.New(t)
 		req := userRequest("hi")
 		req.Tools = []conch.ToolSpec{{Name: "broken", Parameters: json.RawMessage(`[1,2]`)}}
-		_, err := model(t, s).Generate(context.Background(), req)
+		_, err := gen(t, model(t, s), context.Background(), req)
 		me := modelError(t, err)
 		if me.Kind != conch.KindBadRequest || !strings.Contains(me.Message, "broken") {
 			t.Errorf("got %q %q, want bad_request naming the tool", me.Kind, me.Message)
@@ -439,7 +484,7 @@ func Run(t *testing.T, p fakellm.Provider, newModel NewModel) {
 		for i := range n {
 			go func() {
 				text := strings.Repeat("x", i+1)
-				resp, err := m.Generate(context.Background(), userRequest(text))
+				resp, err := gen(t, m, context.Background(), userRequest(text))
 				if err == nil && resp.Text != "echo: "+text {
 					err = errors.New("got " + resp.Text + ", want echo: " + text)
 				}
@@ -485,7 +530,8 @@ func jsonEqual(a, b []byte) bool {
 }
 
 // Bench measures one Generate through the provider's SDK against the fake
-// (a text answer to a short conversation with two tools offered).
+// (a text answer to a short conversation with two tools offered) and
+// reports the p50 round trip.
 func Bench(b *testing.B, p fakellm.Provider, newModel NewModel) {
 	s := fakellm.New(b, fakellm.WithoutRecording())
 	s.Handle(func(fakellm.Request) fakellm.Reply { return fakellm.Text("ok") })
@@ -493,10 +539,14 @@ func Bench(b *testing.B, p fakellm.Provider, newModel NewModel) {
 	req := userRequest("hello")
 	req.System = system
 	req.Tools = tools()
+	var totals []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
+		start := time.Now()
 		if _, err := m.Generate(context.Background(), req); err != nil {
 			b.Fatal(err)
 		}
+		totals = append(totals, time.Since(start))
 	}
+	b.ReportMetric(p50(totals), "p50-round-trip-µs")
 }
