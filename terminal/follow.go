@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,13 +14,30 @@ import (
 )
 
 // Terminals lists the open terminal numbers of the conversation's sandbox
-// (the coding agent's is CodeTTY). The dashboard's live view uses it.
+// (the coding agent's is CodeTTY), for the dashboard. It neither starts nor
+// touches the sandbox (a dashboard left open must not keep sandboxes from
+// their idle stop): the Manager in use answers, else the registry.
 func (p *Pool) Terminals(ctx context.Context, key conch.ConversationKey) ([]int, error) {
-	m, err := p.Manager(ctx, key)
-	if err != nil {
-		return nil, err
+	p.mu.Lock()
+	e := p.m[key]
+	p.mu.Unlock()
+	if e != nil && e.mu.TryLock() {
+		m := e.mgr
+		e.mu.Unlock()
+		if m != nil {
+			return m.List(), nil
+		}
 	}
-	return m.List(), nil
+	recs, err := p.reg.LoadTerminals(ctx, key.String())
+	if err != nil {
+		return nil, fmt.Errorf("terminals of %s: %w", key, err)
+	}
+	ns := make([]int, 0, len(recs))
+	for _, r := range recs {
+		ns = append(ns, r.TTY)
+	}
+	slices.Sort(ns)
+	return ns, nil
 }
 
 // FollowTerminal follows terminal n of the conversation: see Manager.Follow.
