@@ -34,7 +34,7 @@ async function refresh() {
     cb.append(conch.el("tr", { "data-key": c.key },
       conch.el("td", { text: c.key, title: c.title || "" }),
       conch.el("td", { text: c.last_sender || "" }),
-      conch.el("td", { class: "clip", text: (c.last_role ? c.last_role + ": " : "") + c.last_message, title: c.last_at ? new Date(c.last_at).toLocaleString() : "" }),
+      conch.el("td", { class: "clip", text: (c.last_role ? c.last_role + ": " : "") + (c.last_message || (c.last_role === "assistant" ? "(working with tools)" : "")), title: c.last_at ? new Date(c.last_at).toLocaleString() : "" }),
       conch.el("td", { class: "state " + (c.state || "idle"), text: stateText(c) }),
       conch.el("td", { class: "clip err", text: c.last_error || "" }),
       conch.el("td", {},
