@@ -24,6 +24,7 @@ require (
 	github.com/moby/moby/client v0.6.2
 	github.com/openai/openai-go/v3 v3.96.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/rs/zerolog v1.35.1
 	github.com/spf13/cobra v1.10.2
 	github.com/yuin/goldmark v1.8.7

@@ -46,6 +46,8 @@ const (
 	StepToolCall   StepKind = "tool_call"
 	StepToolResult StepKind = "tool_result"
 	StepStopped    StepKind = "stopped"
+	// StepCompaction records older turns folded into a stored summary.
+	StepCompaction StepKind = "compaction"
 )
 
 // Step is one recorded agent step; Detail is a JSON object.

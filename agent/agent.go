@@ -34,11 +34,24 @@ type Options struct {
 	// SystemPrompt replaces DefaultSystemPrompt when set.
 	SystemPrompt string
 	MaxTokens    int
+	// ContextWindow is the model's context window in tokens; 0 leaves the
+	// context unmanaged (no compaction, ContextUse without a window).
+	ContextWindow int
+	// Context, when set with a ContextWindow, is where the model's view of
+	// the conversation (summary + recent messages) is read and summaries
+	// are stored; Run then reads the history itself instead of
+	// Input.History. *sqlite.DB satisfies it.
+	Context conch.ContextStore
 	// MaxTurns caps model calls per turn (default 25).
 	MaxTurns int
 	// MaxToolErrors stops the loop after this many consecutive tool errors (default 3).
 	MaxToolErrors int
 	Retry         RetryPolicy
+	// PreStop, when set, is asked before a final answer is given (the
+	// pre-stop hooks): each line it returns is an open issue, handed back to
+	// the model as a user-role note to address before it may finish, at
+	// most MaxPreStopRounds times per turn. Nil or no lines: the answer stands.
+	PreStop func(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string) []string
 	// Sleep waits for d or until ctx is done; injectable for tests.
 	Sleep  func(ctx context.Context, d time.Duration) error
 	Now    func() time.Time
@@ -102,6 +115,9 @@ type Input struct {
 	Turn conch.TurnID
 	// History is the conversation so far, ending with the turn's user
 	// message and whatever the turn already produced before a restart.
+	// With Options.Context and a ContextWindow, Run reads the model's view
+	// (summary + recent messages) from the store instead; History is then
+	// used only when that view is empty.
 	History []conch.Message
 	Env     conch.ToolEnv
 	// Events receives typed events as the turn runs; may be nil.
@@ -136,10 +152,24 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	history := repairHistory(in.History)
+	key := in.Env.Conversation
+	managed := a.opts.Context != nil && a.window() > 0 && key != (conch.ConversationKey{})
+	var view contextView
+	if managed {
+		if view, err = a.loadView(ctx, key); err != nil {
+			return Result{}, err
+		}
+	}
+	if len(view.msgs) == 0 {
+		managed = false
+		view = contextView{msgs: repairHistory(in.History)}
+	}
+	if len(view.msgs) == 0 {
+		return Result{}, errors.New("run turn: empty history")
+	}
 	// A turn resumed after its answer was stored but before it was
 	// delivered has nothing left to compute.
-	if last := history[len(history)-1]; last.Role == conch.RoleAssistant && len(last.ToolCalls) == 0 && last.Text != "" {
+	if last := view.msgs[len(view.msgs)-1]; last.Role == conch.RoleAssistant && len(last.ToolCalls) == 0 && last.Text != "" {
 		return Result{Text: last.Text}, nil
 	}
 	emit := in.Events
@@ -155,15 +185,72 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 		res        Result
 		lastCall   string
 		toolErrors int
+		// lastTokens is the provider's count of the previous call (input +
+		// output), lastLen the view's length right after its answer.
+		lastTokens, lastLen int
+		preStops   int
 	)
+	if managed {
+		// The provider's count of the conversation's newest call (maybe
+		// from an earlier turn or before a restart) plus this turn's
+		// messages: those added since the call, or more.
+		st, err := a.opts.Context.ContextStatus(ctx, key)
+		if err != nil {
+			return Result{}, fmt.Errorf("load context status: %w", err)
+		}
+		if st.Tokens > 0 {
+			lastTokens, lastLen = st.Tokens, len(view.msgs)
+			for lastLen > 0 && view.pos[lastLen-1].Turn == in.Turn {
+				lastLen--
+			}
+		}
+	}
+	add := func(m conch.Message) {
+		view.msgs = append(view.msgs, m)
+		if view.pos != nil {
+			view.pos = append(view.pos, conch.HistoryPos{Turn: in.Turn})
+		}
+	}
 	for turn := 0; turn < a.opts.MaxTurns; turn++ {
-		resp, calls, err := a.generate(ctx, in.Turn, conch.ModelRequest{
-			System: system, Messages: history, Tools: a.specs, MaxTokens: a.opts.MaxTokens,
-		}, emit)
+		req := conch.ModelRequest{
+			System: withSummary(system, view.summary), Messages: a.requestMessages(view, in.Turn), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
+		}
+		used := estimateRequest(req)
+		if lastTokens > 0 {
+			used = max(used, lastTokens+estimateMessages(view.msgs[lastLen:]))
+		}
+		if managed && used > int(float64(a.window())*CompactAt) {
+			v, calls, err := a.compact(ctx, in.Turn, key, used)
+			res.ModelCalls += calls
+			switch {
+			case errors.Is(err, errNoCut):
+				a.opts.Logger.Warn("context over the compaction threshold with nothing left to compact", "turn", in.Turn, "tokens", used, "window", a.window())
+			case err != nil:
+				return res, err
+			default:
+				view, lastTokens = v, 0
+				req.System, req.Messages = withSummary(system, view.summary), a.requestMessages(view, in.Turn)
+				if used = estimateRequest(req); used > int(float64(a.window())*CompactAt) {
+					a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", in.Turn, "tokens", used, "window", a.window())
+				}
+			}
+		}
+		resp, calls, err := a.generate(ctx, in.Turn, req, "", emit)
 		res.ModelCalls += calls
 		if err != nil {
 			return res, err
 		}
+		use := conch.ContextUse{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Window: a.window()}
+		if use.InputTokens == 0 {
+			use.InputTokens = used
+		}
+		emit(use)
+		if managed {
+			if err := a.opts.Context.RecordContextUse(context.WithoutCancel(ctx), key, use); err != nil {
+				a.opts.Logger.Error("record context use", "turn", in.Turn, "err", err)
+			}
+		}
+		lastTokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
 		msg := conch.Message{Role: conch.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}
 		if len(resp.ToolCalls) == 0 {
 			if resp.Text == "" {
@@ -175,13 +262,23 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 			if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, msg); err != nil {
 				return res, fmt.Errorf("record answer: %w", err)
 			}
+			if note, ok := a.preStop(ctx, in.Turn, env, msg.Text, &preStops); ok {
+				if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, note); err != nil {
+					return res, fmt.Errorf("record pre-stop issues: %w", err)
+				}
+				add(msg)
+				lastLen = len(view.msgs)
+				add(note)
+				continue
+			}
 			res.Text = msg.Text
 			return res, nil
 		}
 		if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, msg); err != nil {
 			return res, fmt.Errorf("record tool calls: %w", err)
 		}
-		history = append(history, msg)
+		add(msg)
+		lastLen = len(view.msgs)
 
 		for i, call := range resp.ToolCalls {
 			sig := call.Name + "\x00" + canonicalJSON(call.Arguments)
@@ -203,7 +300,7 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 			if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, tm); err != nil {
 				return res, fmt.Errorf("record tool result: %w", err)
 			}
-			history = append(history, tm)
+			add(tm)
 			if out.IsError {
 				toolErrors++
 			} else {
@@ -218,6 +315,30 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	}
 	return a.stop(ctx, in.Turn, res, StopMaxTurns,
 		fmt.Sprintf("I stopped after %d steps without finishing (the configured limit). Say \"continue\" to let me go on.", a.opts.MaxTurns))
+}
+
+// MaxPreStopRounds is how often one turn's answer is handed back for the
+// issues of the pre-stop hooks.
+const MaxPreStopRounds = 2
+
+// preStop asks Options.PreStop about an answer; when it names open issues
+// (and rounds are left) it returns the note that hands them back.
+func (a *Agent) preStop(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string, rounds *int) (conch.Message, bool) {
+	if a.opts.PreStop == nil || *rounds >= MaxPreStopRounds {
+		return conch.Message{}, false
+	}
+	issues := a.opts.PreStop(ctx, turn, env, answer)
+	if len(issues) == 0 || ctx.Err() != nil {
+		return conch.Message{}, false
+	}
+	*rounds++
+	var b strings.Builder
+	b.WriteString("[conch pre-stop check] Before you finish, address these open issues (then answer again):\n")
+	for _, is := range issues {
+		b.WriteString("- " + is + "\n")
+	}
+	a.opts.Logger.Info("pre-stop hooks returned issues", "turn", turn, "issues", len(issues), "round", *rounds)
+	return conch.Message{Role: conch.RoleUser, Text: strings.TrimRight(b.String(), "\n")}, true
 }
 
 // stop ends the turn through a breaker: the reason is recorded as a step and
@@ -244,7 +365,9 @@ func (a *Agent) skipCalls(ctx context.Context, turn conch.TurnID, calls []conch.
 }
 
 // generate calls the model, retrying transient failures with backoff.
-func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.ModelRequest, emit conch.EventSink) (conch.ModelResponse, int, error) {
+// purpose is recorded with the call ("" for the turn's own calls,
+// "summary" for compaction).
+func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.ModelRequest, purpose string, emit conch.EventSink) (conch.ModelResponse, int, error) {
 	for attempt := 1; ; attempt++ {
 		start := a.opts.Now()
 		resp, err := a.call(ctx, req, emit)
@@ -253,9 +376,8 @@ func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.Model
 			a.record(ctx, turn, conch.StepModelCall, ModelCallDetail{
 				Model: resp.Model, DurationMS: d.Milliseconds(),
 				InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
-				StopReason: resp.StopReason, ToolCalls: len(resp.ToolCalls),
+				StopReason: resp.StopReason, ToolCalls: len(resp.ToolCalls), Purpose: purpose,
 			})
-			emit(conch.ContextUse{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens})
 			return resp, attempt, nil
 		}
 		kind := classify(ctx, err)

@@ -58,18 +58,42 @@ func MemoryBlock(facts []conch.Fact) string {
 // left without a result by a crash gets one saying so, and results whose call
 // is unknown are dropped. It never modifies its input.
 func repairHistory(in []conch.Message) []conch.Message {
+	out, _ := repairWithPos(in, nil)
+	return out
+}
+
+// repairWithPos is repairHistory for a history with positions (pos may be
+// nil): a synthetic result takes the position of the message before it, so
+// a summary that runs through it runs through that message.
+func repairWithPos(in []conch.Message, pos []conch.HistoryPos) ([]conch.Message, []conch.HistoryPos) {
 	out := make([]conch.Message, 0, len(in)+2)
+	var outPos []conch.HistoryPos
+	if pos != nil {
+		outPos = make([]conch.HistoryPos, 0, len(in)+2)
+	}
+	last := conch.HistoryPos{}
+	add := func(m conch.Message, p conch.HistoryPos) {
+		out = append(out, m)
+		if pos != nil {
+			outPos = append(outPos, p)
+		}
+		last = p
+	}
 	var pending []conch.ToolCall // calls of the last assistant message still unanswered
 	flush := func() {
 		for _, c := range pending {
-			out = append(out, conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
+			add(conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
 				CallID: c.ID, Name: c.Name, IsError: true,
 				Content: "interrupted: conch restarted before this call finished; it may or may not have taken effect, check before repeating it",
-			}})
+			}}, last)
 		}
 		pending = nil
 	}
-	for _, m := range in {
+	for i, m := range in {
+		var p conch.HistoryPos
+		if pos != nil {
+			p = pos[i]
+		}
 		switch m.Role {
 		case conch.RoleTool:
 			if m.ToolResult == nil {
@@ -86,17 +110,17 @@ func repairHistory(in []conch.Message) []conch.Message {
 				continue
 			}
 			pending = append(pending[:idx:idx], pending[idx+1:]...)
-			out = append(out, m)
+			add(m, p)
 		default:
 			flush()
-			out = append(out, m)
+			add(m, p)
 			if m.Role == conch.RoleAssistant {
 				pending = append([]conch.ToolCall(nil), m.ToolCalls...)
 			}
 		}
 	}
 	flush()
-	return out
+	return out, outPos
 }
 
 func canonicalJSON(raw json.RawMessage) string {

@@ -17,6 +17,8 @@ type ModelCallDetail struct {
 	OutputTokens int              `json:"output_tokens"`
 	StopReason   conch.StopReason `json:"stop_reason"`
 	ToolCalls    int              `json:"tool_calls"`
+	// Purpose is "summary" for a compaction's call, empty for the turn's own.
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // ModelErrorDetail is a StepModelError.

@@ -47,6 +47,9 @@ type Config struct {
 	Metrics MetricsConfig `toml:"metrics" envPrefix:"METRICS_"`
 
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
+	// Schedule and Hooks: see schedule.go.
+	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
+	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -64,6 +67,10 @@ type ModelConfig struct {
 	APIKeyFile string   `toml:"api_key_file" env:"API_KEY_FILE"`
 	MaxTokens  int      `toml:"max_tokens" env:"MAX_TOKENS"`
 	Timeout    Duration `toml:"timeout" env:"TIMEOUT"`
+	// ContextWindow is the model's context window in tokens; 0 takes it
+	// from the model's name (llm.ContextWindow). Override:
+	// CONCH_MODEL_CONTEXT_WINDOW.
+	ContextWindow int `toml:"context_window" env:"CONTEXT_WINDOW"`
 }
 
 // AgentConfig tunes the tool-calling loop.
@@ -290,6 +297,9 @@ func (c *Config) Validate() error {
 	default:
 		add("model.provider", fmt.Sprintf("unknown provider %q", c.Model.Provider), "use openai, anthropic or gemini")
 	}
+	if c.Model.ContextWindow < 0 || (c.Model.ContextWindow > 0 && c.Model.ContextWindow < 1024) {
+		add("model.context_window", fmt.Sprintf("%d tokens is not a usable context window", c.Model.ContextWindow), "set CONCH_MODEL_CONTEXT_WINDOW or [model] context_window to the model's window (at least 1024), or 0 to take it from the model's name")
+	}
 	if c.Model.Name == "" {
 		add("model.name", "no model is configured", "set CONCH_MODEL or [model] name, e.g. gpt-4o-mini, claude-sonnet-4-5, gemini-2.5-flash")
 	}
@@ -329,6 +339,8 @@ func (c *Config) Validate() error {
 	ps = append(ps, c.validateWeb()...)
 	ps = append(ps, c.validateWebChat()...)
 	ps = append(ps, c.Email.validate()...)
+	ps = append(ps, c.Schedule.validate()...)
+	ps = append(ps, c.Hooks.validate()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

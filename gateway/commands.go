@@ -100,6 +100,12 @@ type describer interface {
 	Describe(ctx context.Context, key conch.ConversationKey) string
 }
 
+// contextStatuser is an optional ability of the Store: how full the model's
+// context is, for /status.
+type contextStatuser interface {
+	ContextStatus(ctx context.Context, key conch.ConversationKey) (conch.ContextStatus, error)
+}
+
 // status describes the conversation's state.
 func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string {
 	var b strings.Builder
@@ -125,6 +131,11 @@ func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string 
 		b.WriteString("\nComputer: none (no container runtime configured).")
 	case describer:
 		b.WriteString("\n" + rt.Describe(ctx, key))
+	}
+	if cs, ok := g.opts.Store.(contextStatuser); ok {
+		if st, err := cs.ContextStatus(ctx, key); err == nil && (st.Tokens > 0 || st.Compactions > 0) {
+			b.WriteString("\n" + st.String())
+		}
 	}
 	if sc, ok := g.channels[key.Channel].(conch.StatusChannel); ok {
 		for _, line := range sc.Status(ctx, key) {

@@ -37,6 +37,16 @@ type Runner interface {
 	Run(ctx context.Context, in agent.Input) (agent.Result, error)
 }
 
+// Hooks runs around each turn (hook.Runner implements it). Hooks never
+// fail a turn: they log their own failures.
+type Hooks interface {
+	// BeforeTurn runs when the turn starts, before the model is called.
+	BeforeTurn(ctx context.Context, t conch.Turn)
+	// AfterTurn runs once the turn's answer was delivered (normal) or the
+	// turn stopped or failed (not normal).
+	AfterTurn(ctx context.Context, t conch.Turn, answer string, normal bool)
+}
+
 // Options configures a Gateway.
 type Options struct {
 	Store    Store
@@ -71,8 +81,10 @@ type Options struct {
 	// EditInterval is the least time between two edits of a progress
 	// message on channels that edit in place (default 1s).
 	EditInterval time.Duration
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// Hooks, when set, runs the conversation's turn hooks around each turn.
+	Hooks  Hooks
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Gateway is the router. Create it with New, then call Run.

@@ -133,6 +133,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	}
 	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning})
 	c.deliverFiles(ctx, t, log)
+	var res agent.Result
 	history, err := g.opts.Store.History(ctx, c.key)
 	if err != nil {
 		c.fail(ctx, t, log, fmt.Errorf("load history: %w", err))
@@ -144,12 +145,17 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	}
 
 	stopTyping := c.typing(ctx)
+	// Turn hooks (hook/): pre-turn here, post-turn once the turn ended.
+	if g.opts.Hooks != nil {
+		g.opts.Hooks.BeforeTurn(ctx, t)
+		defer c.afterTurnHooks(ctx, t, &res, &err)
+	}
 	prog := newProgress(g, c.key, t)
 	events := func(d conch.EventData) {
 		g.hub.Publish(ctx, c.key, t.ID, d)
 		prog.add(d)
 	}
-	res, err := g.opts.Agent.Run(ctx, agent.Input{
+	res, err = g.opts.Agent.Run(ctx, agent.Input{
 		Turn:    t.ID,
 		History: history,
 		Env: conch.ToolEnv{
@@ -193,6 +199,23 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	default:
 		c.fail(ctx, t, log, err)
 	}
+}
+
+// afterTurnHooks runs the post-turn hooks of a turn that ended, not of one
+// interrupted by shutdown or a reset (it resumes or is gone). They run on
+// conch's lifetime, so a /stop does not cut them short.
+func (c *conversation) afterTurnHooks(ctx context.Context, t conch.Turn, res *agent.Result, err *error) {
+	if *err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errStopped) {
+		return
+	}
+	c.g.mu.Lock()
+	life := c.g.ctx
+	c.g.mu.Unlock()
+	if life == nil || life.Err() != nil {
+		return
+	}
+	normal := *err == nil && res.Stopped == agent.StopNone
+	c.g.opts.Hooks.AfterTurn(life, t, res.Text, normal)
 }
 
 // fail ends a turn with an error the user is told about in safe words.

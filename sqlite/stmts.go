@@ -17,7 +17,7 @@ type writeStmts struct {
 	turnByID, turnByExternalID, startTurn, finishTurn          *sql.Stmt
 	appendMessage, recordStep, resetConversation               *sql.Stmt
 	stopUnfinished, remember, forget, setCursor, audit         *sql.Stmt
-	appendEvent                                                *sql.Stmt
+	appendEvent, addSummary, setContextUse                     *sql.Stmt
 }
 
 // readStmts run on the reader pool.
@@ -26,6 +26,8 @@ type readStmts struct {
 	facts, cursor, auditSince                                *sql.Stmt
 	eventsSince, lastEventSeq                                *sql.Stmt
 	summaries, conversationTurns, auditAfter                 *sql.Stmt
+	latestSummary, modelHistory, contextStatus               *sql.Stmt
+	turnMessages                                             *sql.Stmt
 }
 
 type stmtSpec struct {
@@ -52,6 +54,8 @@ func (w *writeStmts) specs() []stmtSpec {
 		{&w.setCursor, sqlSetCursor},
 		{&w.audit, sqlAudit},
 		{&w.appendEvent, sqlAppendEvent},
+		{&w.addSummary, sqlAddSummary},
+		{&w.setContextUse, sqlSetContextUse},
 	}
 }
 
@@ -70,6 +74,10 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.summaries, sqlConversationSummaries},
 		{&r.conversationTurns, sqlConversationTurns},
 		{&r.auditAfter, sqlAuditAfter},
+		{&r.latestSummary, sqlLatestSummary},
+		{&r.modelHistory, sqlModelHistory},
+		{&r.contextStatus, sqlContextStatus},
+		{&r.turnMessages, sqlTurnMessages},
 	}
 }
 

@@ -1,215 +1,241 @@
 package terminal
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"slices"
-	"strconv"
+	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"conch"
 )
 
-// Terminals lists the open terminal numbers of the conversation's sandbox
-// (the coding agent's is CodeTTY), for the dashboard. It neither starts nor
-// touches the sandbox (a dashboard left open must not keep sandboxes from
-// their idle stop): the Manager in use answers, else the registry.
-func (p *Pool) Terminals(ctx context.Context, key conch.ConversationKey) ([]int, error) {
-	p.mu.Lock()
-	e := p.m[key]
-	p.mu.Unlock()
-	if e != nil && e.mu.TryLock() {
-		m := e.mgr
-		e.mu.Unlock()
-		if m != nil {
-			return m.List(), nil
-		}
-	}
-	recs, err := p.reg.LoadTerminals(ctx, key.String())
-	if err != nil {
-		return nil, fmt.Errorf("terminals of %s: %w", key, err)
-	}
-	ns := make([]int, 0, len(recs))
-	for _, r := range recs {
-		ns = append(ns, r.TTY)
-	}
-	slices.Sort(ns)
-	return ns, nil
+// Watches (schedule/) wait on a terminal through AwaitExit and AwaitOutput:
+// both are driven by the pushed output and the shell's exit markers, so a
+// waiting watch costs nothing until the terminal does something.
+
+// ExitInfo is how a terminal's command ended.
+type ExitInfo struct {
+	// Code is the exit status; Known is false when conch could not see it
+	// (the command ended while no client was attached, or the pane died).
+	Code  int
+	Known bool
+	// Closed is set when the terminal itself is gone.
+	Closed bool
 }
 
-// FollowTerminal follows terminal n of the conversation: see Manager.Follow.
-func (p *Pool) FollowTerminal(ctx context.Context, key conch.ConversationKey, n int, size func(cols, rows int), out func([]byte)) error {
-	m, err := p.Manager(ctx, key)
-	if err != nil {
-		return err
+// Busy reports whether terminal n is running a command: for a shell, a
+// command was typed or started and its prompt has not come back; for a
+// program, it has not exited.
+func (m *Manager) Busy(n int) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.ttys[n]
+	if t == nil {
+		return false, conch.Errorf(conch.KindNotFound, "terminal %d is not open", n)
 	}
-	return m.Follow(ctx, n, size, out)
+	return m.busyLocked(t), nil
 }
 
-// Follow watches terminal n without touching it: a read-only tmux control
-// client of its own (it neither types nor resizes, so the model's view is
-// not disturbed) reports the pane's size to size, its current screen (ANSI
-// colours included, cursor placed) to out, and then the output as tmux
-// pushes it, until ctx is done (nil) or the terminal ends.
-//
-// out is called from the client's reader: it must not block for long.
-// Output that arrives while the screen is captured is in the capture; a
-// redraw by the program repairs the rare byte lost between the two.
-func (m *Manager) Follow(ctx context.Context, n int, size func(cols, rows int), out func([]byte)) error {
+func (m *Manager) busyLocked(t *tty) bool {
+	if t.exited || t.dead {
+		return false
+	}
+	if t.shell {
+		return t.busy || t.typeSeq > t.doneSeq
+	}
+	return true
+}
+
+// AwaitExit blocks until no command runs in terminal n (the shell's
+// prompt is back, or the terminal's program exited) and says how the last
+// one ended; if none was running when it was called, that is at once. With
+// recovered set (a wait resumed after conch restarted, when markers may
+// have been missed) a shell whose foreground program is the shell itself
+// counts as done, with an unknown status.
+func (m *Manager) AwaitExit(ctx context.Context, n int, recovered bool) (ExitInfo, error) {
 	m.mu.Lock()
 	t := m.ttys[n]
-	var name, pane string
-	if t != nil {
-		name, pane = t.name, t.pane
+	if t == nil {
+		m.mu.Unlock()
+		return ExitInfo{Closed: true}, nil
+	}
+	startDone := t.doneSeq
+	if !m.busyLocked(t) && !recovered {
+		// It ended between the watch being set and this wait.
+		info := ExitInfo{Code: t.status, Known: t.shell && t.doneSeq > 0}
+		if t.exited {
+			info = ExitInfo{Code: t.exitCode, Known: true}
+		}
+		m.mu.Unlock()
+		return info, nil
 	}
 	m.mu.Unlock()
-	if t == nil {
-		return conch.Errorf(conch.KindNotFound, "no terminal %d", n)
-	}
-	if pane == "" {
-		pane = name
-	}
-	ev := &followEvents{out: out, done: make(chan struct{})}
-	args := append(m.tmuxArgs(), "-C", "attach-session", "-f", "read-only,ignore-size,no-output", "-t", name)
-	cc, err := startControl(ctx, m.sb, m.env(), m.o.Workspace, args, ev)
-	if err != nil {
-		return fmt.Errorf("follow terminal %d: %w", n, err)
-	}
-	defer cc.close()
-	target := quote(pane)
-	// Output is off until the screen is captured (no-output above), then
-	// turned on in the same batch: nothing is lost or shown twice between
-	// the capture and the first pushed output. (refresh-client -A pane:on
-	// does not override no-output in tmux 3.3; clearing the flag does.)
-	lines, err := cc.command(ctx,
-		"display-message -p -t "+target+" '#{pane_id} #{pane_width} #{pane_height} #{cursor_x} #{cursor_y}'",
-		"capture-pane -p -e -t "+target,
-		"refresh-client -f "+quote("!no-output"))
-	if err != nil {
-		if isNoSuchSession(err) {
-			return conch.Errorf(conch.KindNotFound, "terminal %d has ended", n)
-		}
-		return fmt.Errorf("follow terminal %d: %w", n, err)
-	}
-	if len(lines) == 0 {
-		return fmt.Errorf("follow terminal %d: tmux told nothing", n)
-	}
-	f := strings.Fields(lines[0])
-	if len(f) != 5 {
-		return fmt.Errorf("follow terminal %d: unexpected pane info %q", n, lines[0])
-	}
-	ev.pane.Store(&f[0])
-	num := func(s string) int { v, _ := strconv.Atoi(s); return v }
-	cols, rows, cx, cy := num(f[1]), num(f[2]), num(f[3]), num(f[4])
-	size(cols, rows)
-	screen := lines[1:]
-	if len(screen) > rows {
-		screen = screen[:rows]
-	}
-	var b bytes.Buffer
-	b.WriteString("\x1b[0m\x1b[H\x1b[2J")
-	for i, l := range screen {
-		if i > 0 {
-			b.WriteString("\r\n")
-		}
-		b.WriteString(l)
-	}
-	fmt.Fprintf(&b, "\x1b[0m\x1b[%d;%dH", cy+1, cx+1)
-	ev.live(b.Bytes())
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-ev.done:
-		return nil
-	}
-}
-
-// followEvents forwards one pane's output.
-type followEvents struct {
-	out  func([]byte)
-	pane atomic.Pointer[string]
-	mu   sync.Mutex
-	on   bool
-	held []heldOutput // output before the screen was sent
-	once sync.Once
-	done chan struct{}
-}
-
-// live sends the screen, then whatever came after it was captured.
-func (e *followEvents) live(screen []byte) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.out(screen)
-	for _, h := range e.held {
-		if p := e.pane.Load(); p != nil && *p == h.pane {
-			e.out(h.data)
+	if recovered && t.shell {
+		if cc, err := m.client(ctx, t); err == nil {
+			if cur, err := m.currentCommand(ctx, cc, t); err == nil && cur == "bash" {
+				m.mu.Lock()
+				done := !t.busy
+				m.mu.Unlock()
+				if done {
+					return ExitInfo{}, nil
+				}
+			}
 		}
 	}
-	e.held, e.on = nil, true
-}
-
-type heldOutput struct {
-	pane string
-	data []byte
-}
-
-func (e *followEvents) output(pane string, data []byte) {
-	data = stripMarkers(data)
-	if len(data) == 0 {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.on {
-		e.held = append(e.held, heldOutput{pane, data})
-		return
-	}
-	if p := e.pane.Load(); p != nil && *p == pane {
-		e.out(data)
-	}
-}
-
-func (e *followEvents) renamed(string, string) {}
-
-func (e *followEvents) ended(error) { e.once.Do(func() { close(e.done) }) }
-
-// stripMarkers removes conch's completion markers (they carry the
-// terminal's secret) from output shown to a person.
-func stripMarkers(data []byte) []byte {
 	for {
-		i := bytes.Index(data, []byte(oscPrefix))
-		if i < 0 {
-			return data
+		m.mu.Lock()
+		ch := m.changed
+		switch {
+		case m.ttys[n] != t:
+			m.mu.Unlock()
+			return ExitInfo{Closed: true}, nil
+		case t.exited:
+			m.mu.Unlock()
+			return ExitInfo{Code: t.exitCode, Known: true}, nil
+		case t.dead:
+			m.mu.Unlock()
+			return ExitInfo{}, nil
+		case t.shell && t.doneSeq > startDone && !t.busy:
+			m.mu.Unlock()
+			return ExitInfo{Code: t.status, Known: true}, nil
+		case m.closed:
+			m.mu.Unlock()
+			return ExitInfo{}, fmt.Errorf("terminal %d: %w", n, errManagerClosed)
 		}
-		j := bytes.IndexByte(data[i:], oscEnd)
-		if j < 0 {
-			return data[:i]
+		m.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ExitInfo{}, ctx.Err()
 		}
-		data = append(data[:i:i], data[i+j+1:]...)
 	}
 }
 
-// Count is the number of open terminals in the conversations the Pool holds
-// (for metrics). It creates nothing; a Manager being created is skipped.
-func (p *Pool) Count() int {
-	p.mu.Lock()
-	es := make([]*poolEntry, 0, len(p.m))
-	for _, e := range p.m {
-		es = append(es, e)
+// AwaitOutput blocks until a line of new output of terminal n (escape
+// sequences removed) matches re, and returns that line. Output from before
+// the call does not count.
+func (m *Manager) AwaitOutput(ctx context.Context, n int, re *regexp.Regexp) (string, error) {
+	f := &follower{re: re, found: make(chan string, 1)}
+	m.mu.Lock()
+	t := m.ttys[n]
+	if t == nil {
+		m.mu.Unlock()
+		return "", conch.Errorf(conch.KindNotFound, "terminal %d is not open", n)
 	}
-	p.mu.Unlock()
-	n := 0
-	for _, e := range es {
-		if !e.mu.TryLock() {
+	if t.followers == nil {
+		t.followers = map[*follower]struct{}{}
+	}
+	t.followers[f] = struct{}{}
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(t.followers, f)
+		m.mu.Unlock()
+	}()
+	for {
+		m.mu.Lock()
+		ch := m.changed
+		gone, closed := m.ttys[n] != t, m.closed
+		m.mu.Unlock()
+		select {
+		case line := <-f.found:
+			return line, nil
+		default:
+		}
+		switch {
+		case gone:
+			return "", conch.Errorf(conch.KindNotFound, "terminal %d was closed", n)
+		case closed:
+			return "", fmt.Errorf("terminal %d: %w", n, errManagerClosed)
+		}
+		select {
+		case line := <-f.found:
+			return line, nil
+		case <-ch:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// IsDetached reports whether err came from a Manager that was detached (the
+// conversation was released or its sandbox replaced): ask the Provider for
+// the current Manager and wait again.
+func IsDetached(err error) bool { return errors.Is(err, errManagerClosed) }
+
+// follower matches pushed output line by line. Its methods run under
+// Manager.mu.
+type follower struct {
+	re    *regexp.Regexp
+	line  []byte
+	found chan string
+	done  bool
+}
+
+// maxFollowLine bounds the partial line a follower keeps.
+const maxFollowLine = 8 << 10
+
+func (f *follower) feedLocked(data []byte) {
+	if f.done {
+		return
+	}
+	for _, b := range stripEscapes(data) {
+		if b == '\n' || b == '\r' {
+			f.checkLocked()
+			f.line = f.line[:0]
 			continue
 		}
-		if e.mgr != nil {
-			n += len(e.mgr.List())
+		if len(f.line) < maxFollowLine {
+			f.line = append(f.line, b)
 		}
-		e.mu.Unlock()
 	}
-	return n
+	// A prompt or a progress line may never end with a newline.
+	f.checkLocked()
+}
+
+func (f *follower) checkLocked() {
+	if f.done || len(f.line) == 0 {
+		return
+	}
+	if s := strings.TrimSpace(string(f.line)); f.re.MatchString(s) {
+		f.done = true
+		f.found <- s
+	}
+}
+
+// stripEscapes removes ANSI escape sequences (CSI, OSC, and two-byte ESC
+// sequences) from terminal output. Good enough for matching text.
+func stripEscapes(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c != 0x1b {
+			if c >= 0x20 || c == '\n' || c == '\r' || c == '\t' {
+				out = append(out, c)
+			}
+			continue
+		}
+		if i+1 >= len(b) {
+			break
+		}
+		switch b[i+1] {
+		case '[': // CSI: parameters, then a final byte 0x40–0x7e
+			i += 2
+			for i < len(b) && (b[i] < 0x40 || b[i] > 0x7e) {
+				i++
+			}
+		case ']', 'P', '_', '^': // OSC/DCS/APC/PM: up to BEL or ESC \
+			i += 2
+			for i < len(b) && b[i] != 0x07 && !(b[i] == 0x1b && i+1 < len(b) && b[i+1] == '\\') {
+				i++
+			}
+			if i < len(b) && b[i] == 0x1b {
+				i++
+			}
+		default:
+			i++
+		}
+	}
+	return out
 }

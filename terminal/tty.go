@@ -51,6 +51,8 @@ type tty struct {
 
 	mark int      // absolute line where the last observation began
 	seen []string // what the lines from mark showed then
+
+	followers map[*follower]struct{} // see follow.go
 }
 
 // ttyEvents feeds a control client's events into the Manager's state.
@@ -67,6 +69,9 @@ func (e *ttyEvents) output(_ string, data []byte) {
 	t.seq++
 	t.lastOutput = now
 	t.unseen = true
+	for f := range t.followers {
+		f.feedLocked(data)
+	}
 	for _, mk := range t.scan.scan(data) {
 		t.seq++
 		switch mk.kind {

@@ -11,18 +11,18 @@ import (
 	"conch/internal/testenv/fakellm"
 )
 
-// exitOf waits for the process and returns its error and stderr.
-func (p *conchProc) exitOf(t *testing.T) (error, string) {
+// exitOf waits for the process and returns its stderr and exit error.
+func (p *conchProc) exitOf(t *testing.T) (string, error) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
 	case err := <-done:
-		return err, p.stderr.String()
+		return p.stderr.String(), err
 	case <-time.After(60 * time.Second):
 		t.Fatalf("conch did not exit; stderr:\n%s", p.stderr)
 	}
-	return nil, ""
+	return "", nil
 }
 
 // TestOneGatewayPerDataDir: a second chat (or up) on a data dir in use
@@ -39,7 +39,7 @@ func TestOneGatewayPerDataDir(t *testing.T) {
 	for _, cmd := range []string{"chat", "up"} {
 		second := startConch(t, env, cmd)
 		second.stdin.Close()
-		err, stderr := second.exitOf(t)
+		stderr, err := second.exitOf(t)
 		if err == nil || !strings.Contains(stderr, "in use by another conch process (pid "+strconv.Itoa(first.cmd.Process.Pid)+")") {
 			t.Fatalf("second %s: exit %v, stderr:\n%s", cmd, err, stderr)
 		}
@@ -81,7 +81,7 @@ func TestEmptiedStoreIsRefused(t *testing.T) {
 	os.Remove(filepath.Join(data, "conch.db-shm"))
 	p = startConch(t, env, "chat")
 	p.stdin.Close()
-	err, stderr := p.exitOf(t)
+	stderr, err := p.exitOf(t)
 	if err == nil || !strings.Contains(stderr, "is empty (0 bytes)") || !strings.Contains(stderr, "--new-store") {
 		t.Fatalf("chat on an emptied store: exit %v, stderr:\n%s", err, stderr)
 	}
@@ -106,7 +106,7 @@ func TestChatFailsWhenTheModelIsDown(t *testing.T) {
 		t.Fatalf("reply %q, want a clear 'unavailable'", reply)
 	}
 	p.stdin.Close()
-	err, stderr := p.exitOf(t)
+	stderr, err := p.exitOf(t)
 	if err == nil || !strings.Contains(stderr, "1 message(s) could not be answered") {
 		t.Fatalf("exit %v, stderr:\n%s", err, stderr)
 	}

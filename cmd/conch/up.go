@@ -82,7 +82,20 @@ func (a *app) up(ctx context.Context) error {
 		a.announceWeb(ctx, d) // prints a login link for the web chat (web.go)
 	}
 	log.Info("conch is up", "model", cfg.Model.Provider+"/"+cfg.Model.Name, "channels", len(channels), "sandboxes", d.runtime != nil)
+	// Scheduled wakes and watches run while the gateway runs and stop with it.
+	schedDone := make(chan struct{})
+	schedCtx, stopSched := context.WithCancel(ctx)
+	go func() {
+		defer close(schedDone)
+		if d.sched != nil {
+			if err := d.sched.Run(schedCtx); err != nil {
+				log.Error("scheduler stopped", "err", err)
+			}
+		}
+	}()
 	err = gw.Run(ctx)
+	stopSched()
+	<-schedDone
 	log.Info("conch is shutting down")
 	if err != nil {
 		// A channel that failed for good ends conch non-zero so a

@@ -20,11 +20,14 @@ import (
 	"conch/config"
 	"conch/egress"
 	"conch/gateway"
+	"conch/hook"
+	"conch/llm"
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
 	"conch/llm/openai"
 	"conch/obs"
 	"conch/sandbox/docker"
+	"conch/schedule"
 	"conch/skill"
 	"conch/spool"
 	"conch/sqlite"
@@ -65,8 +68,13 @@ type deps struct {
 	// releasers hold per-conversation state that a reset or close frees.
 	releasers []conch.Releaser
 	// skills finds skills and fills the directory sandboxes mount (webtools.go).
-	skills  *skill.Manager
-	closers []io.Closer
+	skills *skill.Manager
+	// sched fires scheduled wakes and watches; nil unless schedule.enabled.
+	// conch up runs it beside the gateway (see wireSchedules).
+	sched *schedule.Scheduler
+	// hookRunner runs turn hooks; built by hooks().
+	hookRunner *hook.Runner
+	closers    []io.Closer
 }
 
 func (d *deps) Close() {
@@ -187,7 +195,14 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return agent.New(agent.Options{
+	window := d.cfg.Model.ContextWindow
+	if window == 0 {
+		var known bool
+		if window, known = llm.ContextWindow(d.cfg.Model.Name); !known {
+			d.log.Warn("unknown context window, assuming the default; set model.context_window", "model", d.cfg.Model.Name, "window", window)
+		}
+	}
+	opts := agent.Options{
 		Model:         model,
 		Tools:         ts,
 		Skills:        d.skillsPrompt,
@@ -195,11 +210,17 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		Facts:         d.db,
 		SystemPrompt:  ac.SystemPrompt,
 		MaxTokens:     d.cfg.Model.MaxTokens,
+		ContextWindow: window,
+		Context:       d.db,
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
 		Logger:        d.log,
-	})
+	}
+	if h := d.hooks(); h != nil {
+		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
+	}
+	return agent.New(opts)
 }
 
 // tools lists the built-in tools: memory and the host-side tools always,
@@ -210,8 +231,14 @@ func tools(d *deps) ([]conch.Tool, error) {
 		return nil, err
 	}
 	ts := append([]conch.Tool{tool.Remember{}, tool.Forget{}}, host...)
+	if d.sched != nil {
+		ts = append(ts, &tool.Schedule{S: d.sched})
+	}
 	if d.runtime == nil {
 		return ts, nil
+	}
+	if d.sched != nil {
+		ts = append(ts, &tool.Watch{S: d.sched, P: d.terminals})
 	}
 	tc := d.cfg.Tools
 	files := tool.FilesOptions{Auditor: d.audit}
@@ -275,6 +302,10 @@ func (f closerFunc) Close() error { return f() }
 
 // newGateway builds the agent and the gateway over the given channels.
 func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]gateway.Allowlist) (*gateway.Gateway, error) {
+	late := &lateSubmitter{}
+	if err := wireSchedules(d, late); err != nil {
+		return nil, err
+	}
 	ag, err := newAgent(d)
 	if err != nil {
 		return nil, err
@@ -287,7 +318,76 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface
 	}
-	return gateway.New(opts)
+	if h := d.hooks(); h != nil {
+		opts.Hooks = h
+	}
+	gw, err := gateway.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	late.gw = gw
+	return gw, nil
+}
+
+// --- schedules and hooks (schedule/, hook/) ---
+
+// wireSchedules builds the scheduler when schedule.enabled; it submits
+// through sub (the gateway, once built) and forgets a conversation's
+// entries when the conversation is reset or closed.
+func wireSchedules(d *deps, sub conch.Submitter) error {
+	sc := d.cfg.Schedule
+	if !sc.Enabled || d.sched != nil {
+		return nil
+	}
+	o := schedule.Options{Store: d.db, Submitter: sub, MaxPerConversation: sc.MaxPerConversation,
+		MinInterval: sc.MinInterval.D(), Logger: d.log}
+	if d.runtime != nil {
+		o.Waiter = &schedule.SandboxWaiter{Terminals: d.terminals, Sandboxes: d.runtime}
+	}
+	s, err := schedule.New(o)
+	if err != nil {
+		return err
+	}
+	d.sched = s
+	d.releasers = append(d.releasers, s)
+	return nil
+}
+
+// hooks returns the turn hook runner, or nil when hooks are off or there
+// are no sandboxes to run them in.
+func (d *deps) hooks() *hook.Runner {
+	if !d.cfg.Hooks.Enabled || d.runtime == nil {
+		return nil
+	}
+	if d.hookRunner == nil {
+		var operator map[hook.Stage][]hook.Script
+		if dir := d.cfg.Hooks.Dir; dir != "" {
+			var err error
+			if operator, err = hook.LoadOperator(dir); err != nil {
+				d.log.Warn("operator hooks not loaded", "dir", dir, "err", err)
+			}
+		}
+		rt := d.runtime
+		d.hookRunner = hook.New(hook.Options{Sandboxes: rt, Operator: operator, Logger: d.log,
+			// A conversation without a computer runs no hooks: none is
+			// created just to look for them.
+			Exists: func(ctx context.Context, key conch.ConversationKey) bool {
+				_, err := rt.SandboxInfo(ctx, key)
+				return err == nil
+			}})
+	}
+	return d.hookRunner
+}
+
+// lateSubmitter lets the scheduler exist before the gateway it submits to
+// (the gateway needs the agent, whose tools need the scheduler).
+type lateSubmitter struct{ gw *gateway.Gateway }
+
+func (l *lateSubmitter) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, error) {
+	if l.gw == nil {
+		return conch.Turn{}, conch.Errorf(conch.KindUnavailable, "the gateway is not built yet")
+	}
+	return l.gw.Submit(ctx, in)
 }
 
 // policies are the channels' dm_policy settings.

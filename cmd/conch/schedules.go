@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"conch"
+	"conch/config"
+	"conch/schedule"
+	"conch/sqlite"
+)
+
+// schedulesCmd is `conch schedules list|cancel`: the operator's view of the
+// conversations' scheduled wakes and watches. It works on the store while
+// conch up runs; a cancelled entry does not fire (the scheduler reads the
+// store before each firing).
+func (a *app) schedulesCmd() *cobra.Command {
+	var conv string
+	cmd := &cobra.Command{
+		Use:   "schedules",
+		Short: "List or cancel the conversations' scheduled wakes and watches",
+	}
+	open := func(cmd *cobra.Command) (*schedule.Scheduler, conch.ConversationKey, func(), error) {
+		var key conch.ConversationKey
+		if conv != "" {
+			var err error
+			if key, err = conch.ParseConversationKey(conv); err != nil {
+				return nil, key, nil, fmt.Errorf("--conversation: %w (e.g. matrix:!room:example.org)", err)
+			}
+		}
+		cfg, err := config.Load(a.configPath, os.Environ())
+		if err != nil {
+			return nil, key, nil, err
+		}
+		if err := prepareDataDir(cfg.DataDir, false); err != nil {
+			return nil, key, nil, err
+		}
+		db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+		if err != nil {
+			return nil, key, nil, err
+		}
+		s, err := schedule.New(schedule.Options{Store: db, Submitter: noSubmitter{}})
+		if err != nil {
+			db.Close()
+			return nil, key, nil, err
+		}
+		return s, key, func() { db.Close() }, nil
+	}
+	cmd.PersistentFlags().StringVar(&conv, "conversation", "", "only this conversation, as channel:id")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List scheduled wakes and watches",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, key, done, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			es, err := s.List(cmd.Context(), key)
+			if err != nil {
+				return err
+			}
+			if len(es) == 0 {
+				fmt.Fprintln(a.stdout, "no scheduled wakes or watches")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tCONVERSATION\tWHEN\tCREATED\tMESSAGE")
+			for _, e := range es {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.Key, e.Describe(), e.CreatedAt.UTC().Format(time.RFC3339), clipLine(e.Message, 60))
+			}
+			return tw.Flush()
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a scheduled wake or watch",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, key, done, err := open(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ok, err := s.Cancel(cmd.Context(), key, args[0])
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("no scheduled wake or watch %q (see conch schedules list)", args[0])
+			}
+			fmt.Fprintf(a.stdout, "cancelled %s\n", args[0])
+			return nil
+		},
+	})
+	return cmd
+}
+
+// noSubmitter stands in for the gateway where entries are only listed and
+// cancelled.
+type noSubmitter struct{}
+
+func (noSubmitter) Submit(context.Context, conch.Inbound) (conch.Turn, error) {
+	return conch.Turn{}, conch.Errorf(conch.KindUnavailable, "not running")
+}
+
+func clipLine(s string, n int) string {
+	r := []rune(s)
+	for i, c := range r {
+		if c == '\n' {
+			r = r[:i]
+			break
+		}
+	}
+	if len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return string(r)
+}

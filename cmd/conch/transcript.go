@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"conch"
+	"conch/agent"
+	"conch/config"
+	"conch/sqlite"
+)
+
+func (a *app) transcriptCmd() *cobra.Command {
+	var (
+		turn   int64
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "transcript CONVERSATION",
+		Short: "Print a conversation's turns in full: messages, tool calls, results, timings",
+		Long: `Print every turn of a conversation (channel:id, e.g. cli:alice or matrix:!room:example.org)
+as recorded: the messages, the tool calls and their results, model calls with their timings and
+token counts, compactions and stops. Turns from before a /reset are included. The model may have
+seen a summary instead of older turns; the transcript always shows everything.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := conch.ParseConversationKey(args[0])
+			if err != nil {
+				return fmt.Errorf("CONVERSATION: %w", err)
+			}
+			if format != "jsonl" && format != "md" {
+				return fmt.Errorf("--format %q: use jsonl or md", format)
+			}
+			cfg, err := config.Load(a.configPath, os.Environ())
+			if err != nil {
+				return err
+			}
+			if err := prepareDataDir(cfg.DataDir, false); err != nil {
+				return err
+			}
+			db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			turns, err := loadTranscript(cmd.Context(), db, key, conch.TurnID(turn))
+			if err != nil {
+				return err
+			}
+			if format == "md" {
+				return writeTranscriptMD(a.stdout, key, turns)
+			}
+			return writeTranscriptJSONL(a.stdout, turns)
+		},
+	}
+	cmd.Flags().Int64Var(&turn, "turn", 0, "only the turn with this id (as printed in the transcript)")
+	cmd.Flags().StringVar(&format, "format", "md", "jsonl (one JSON object per line) or md (Markdown)")
+	return cmd
+}
+
+// transcriptStore is what a transcript reads. *sqlite.DB satisfies it.
+type transcriptStore interface {
+	Turns(ctx context.Context, key conch.ConversationKey, limit int) ([]conch.Turn, error)
+	Turn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
+	TurnMessages(ctx context.Context, id conch.TurnID) ([]sqlite.TurnMessage, error)
+	Steps(ctx context.Context, id conch.TurnID) ([]conch.Step, error)
+}
+
+// transcriptTurn is one turn with what it recorded, in order.
+type transcriptTurn struct {
+	Turn    conch.Turn
+	Entries []transcriptEntry
+}
+
+// transcriptEntry is one line of a JSONL transcript: the turn itself
+// ("turn"), a message ("message") or a recorded step (its kind, with the
+// recorded detail as it is).
+type transcriptEntry struct {
+	Turn       conch.TurnID        `json:"turn"`
+	At         time.Time           `json:"at"`
+	Type       string              `json:"type"`
+	Status     conch.TurnStatus    `json:"status,omitempty"`
+	Reason     string              `json:"reason,omitempty"`
+	Attempts   int                 `json:"attempts,omitempty"`
+	Sender     conch.UserID        `json:"sender,omitempty"`
+	Origin     conch.OriginKind    `json:"origin,omitempty"`
+	Role       conch.Role          `json:"role,omitempty"`
+	Text       string              `json:"text,omitempty"`
+	ToolCalls  []transcriptCall    `json:"tool_calls,omitempty"`
+	ToolResult *transcriptResult   `json:"tool_result,omitempty"`
+	Detail     json.RawMessage     `json:"detail,omitempty"`
+	step       conch.StepKind      // for ordering and rendering
+	message    *sqlite.TurnMessage // for rendering
+}
+
+type transcriptCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments,omitempty"`
+}
+
+type transcriptResult struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// loadTranscript reads the conversation's turns, oldest first, or only the
+// one asked for.
+func loadTranscript(ctx context.Context, st transcriptStore, key conch.ConversationKey, only conch.TurnID) ([]transcriptTurn, error) {
+	var turns []conch.Turn
+	if only != 0 {
+		t, err := st.Turn(ctx, only)
+		if err != nil {
+			return nil, err
+		}
+		if t.Key != key {
+			return nil, conch.Errorf(conch.KindNotFound, "turn %d belongs to %s, not %s", only, t.Key, key)
+		}
+		turns = []conch.Turn{t}
+	} else {
+		ts, err := st.Turns(ctx, key, 1<<30)
+		if err != nil {
+			return nil, err
+		}
+		if len(ts) == 0 {
+			return nil, conch.Errorf(conch.KindNotFound, "conversation %s has no turns", key)
+		}
+		slices.Reverse(ts)
+		turns = ts
+	}
+	out := make([]transcriptTurn, 0, len(turns))
+	for _, t := range turns {
+		ms, err := st.TurnMessages(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		steps, err := st.Steps(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, transcriptTurn{Turn: t, Entries: mergeTranscript(t, ms, steps)})
+	}
+	return out, nil
+}
+
+// mergeTranscript interleaves a turn's messages and steps by time. Both are
+// written as they happen, so at equal times (the store keeps milliseconds)
+// the recording order decides: a step is written before the message it
+// produced (model call → answer, tool result → tool message, stop → notice),
+// except a tool call, which follows the assistant message that asked for it.
+func mergeTranscript(t conch.Turn, ms []sqlite.TurnMessage, steps []conch.Step) []transcriptEntry {
+	head := transcriptEntry{Turn: t.ID, At: t.CreatedAt, Type: "turn", Status: t.Status, Reason: t.StoppedReason,
+		Attempts: t.Attempts, Sender: t.Inbound.Sender, Origin: t.Inbound.Origin.Kind}
+	es := []transcriptEntry{head}
+	i, j := 0, 0
+	for i < len(ms) || j < len(steps) {
+		takeStep := false
+		switch {
+		case i == len(ms):
+			takeStep = true
+		case j == len(steps):
+		default:
+			m, s := ms[i], steps[j]
+			switch {
+			case s.At.Before(m.At):
+				takeStep = true
+			case s.At.Equal(m.At):
+				takeStep = s.Kind != conch.StepToolCall || m.Role == conch.RoleTool
+			}
+			// The user message opens the turn whatever the clocks say.
+			if m.Role == conch.RoleUser {
+				takeStep = false
+			}
+		}
+		if takeStep {
+			s := steps[j]
+			j++
+			es = append(es, transcriptEntry{Turn: t.ID, At: s.At, Type: string(s.Kind), Detail: s.Detail, step: s.Kind})
+			continue
+		}
+		m := ms[i]
+		i++
+		e := transcriptEntry{Turn: t.ID, At: m.At, Type: "message", Role: m.Role, Text: m.Text, message: &m}
+		for _, c := range m.ToolCalls {
+			e.ToolCalls = append(e.ToolCalls, transcriptCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
+		}
+		if r := m.ToolResult; r != nil {
+			e.ToolResult = &transcriptResult{CallID: r.CallID, Name: r.Name, Content: r.Content, IsError: r.IsError}
+		}
+		es = append(es, e)
+	}
+	return es
+}
+
+func writeTranscriptJSONL(w io.Writer, turns []transcriptTurn) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, t := range turns {
+		for _, e := range t.Entries {
+			e.At = e.At.UTC()
+			if err := enc.Encode(e); err != nil {
+				return fmt.Errorf("write transcript: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+func writeTranscriptMD(w io.Writer, key conch.ConversationKey, turns []transcriptTurn) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Transcript of %s\n", key)
+	for _, t := range turns {
+		writeTurnMD(&b, t)
+	}
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return fmt.Errorf("write transcript: %w", err)
+	}
+	return nil
+}
+
+func writeTurnMD(b *strings.Builder, t transcriptTurn) {
+	last := t.Turn.CreatedAt
+	if n := len(t.Entries); n > 0 {
+		last = t.Entries[n-1].At
+	}
+	status := string(t.Turn.Status)
+	if t.Turn.StoppedReason != "" {
+		status += " (" + t.Turn.StoppedReason + ")"
+	}
+	fmt.Fprintf(b, "\n## Turn %d · %s · %s · %s", t.Turn.ID, status, mdTime(t.Turn.CreatedAt), last.Sub(t.Turn.CreatedAt).Round(time.Millisecond))
+	if t.Turn.Attempts > 1 {
+		fmt.Fprintf(b, " · %d attempts", t.Turn.Attempts)
+	}
+	b.WriteString("\n")
+	for _, e := range t.Entries[1:] {
+		at := mdClock(e.At)
+		if e.message != nil {
+			writeMessageMD(b, e, at, t.Turn.Inbound.Sender)
+			continue
+		}
+		b.WriteString("\n" + stepLineMD(e, at) + "\n")
+	}
+}
+
+func writeMessageMD(b *strings.Builder, e transcriptEntry, at string, sender conch.UserID) {
+	switch e.Role {
+	case conch.RoleUser:
+		fmt.Fprintf(b, "\n**user** %s · %s\n\n%s\n", sender, at, quoteMD(e.Text))
+	case conch.RoleAssistant:
+		if e.Text != "" {
+			fmt.Fprintf(b, "\n**assistant** · %s\n\n%s\n", at, e.Text)
+		}
+		for _, c := range e.ToolCalls {
+			fmt.Fprintf(b, "\n**assistant** calls `%s` (%s) · %s\n\n%s", c.Name, c.ID, at, fenceMD("json", c.Arguments))
+		}
+	case conch.RoleTool:
+		r := e.ToolResult
+		what := "result"
+		if r.IsError {
+			what = "error"
+		}
+		fmt.Fprintf(b, "\n**tool** `%s` %s (%s) · %s\n\n%s", r.Name, what, r.CallID, at, fenceMD("", r.Content))
+	}
+}
+
+// stepLineMD renders a recorded step as one line.
+func stepLineMD(e transcriptEntry, at string) string {
+	switch e.step {
+	case conch.StepModelCall:
+		var d agent.ModelCallDetail
+		if json.Unmarshal(e.Detail, &d) == nil {
+			what := "model call"
+			if d.Purpose != "" {
+				what += " (" + d.Purpose + ")"
+			}
+			return fmt.Sprintf("_%s · %s: %s, %s, %d tokens in, %d out, stop %s_", at, what, d.Model, ms(d.DurationMS), d.InputTokens, d.OutputTokens, d.StopReason)
+		}
+	case conch.StepModelError:
+		var d agent.ModelErrorDetail
+		if json.Unmarshal(e.Detail, &d) == nil {
+			return fmt.Sprintf("_%s · model error (attempt %d, %s): %s_", at, d.Attempt, d.Kind, oneLineMD(d.Error))
+		}
+	case conch.StepToolCall:
+		var d agent.ToolCallDetail
+		if json.Unmarshal(e.Detail, &d) == nil {
+			return fmt.Sprintf("_%s · tool `%s` (%s) started_", at, d.Name, d.ID)
+		}
+	case conch.StepToolResult:
+		var d agent.ToolResultDetail
+		if json.Unmarshal(e.Detail, &d) == nil {
+			s := fmt.Sprintf("_%s · tool `%s` (%s) finished in %s, %d bytes", at, d.Name, d.ID, ms(d.DurationMS), d.Bytes)
+			if d.ExitCode != nil {
+				s += fmt.Sprintf(", exit %d", *d.ExitCode)
+			}
+			if d.IsError {
+				s += ", failed"
+			}
+			if d.Error != "" {
+				s += ": " + oneLineMD(d.Error)
+			}
+			return s + "_"
+		}
+	case conch.StepStopped:
+		var d agent.StoppedDetail
+		if json.Unmarshal(e.Detail, &d) == nil {
+			return fmt.Sprintf("_%s · stopped: %s_", at, d.Reason)
+		}
+	case conch.StepCompaction:
+		var d agent.CompactionDetail
+		if json.Unmarshal(e.Detail, &d) == nil {
+			line := fmt.Sprintf("_%s · context compacted: %d messages summarized, %d kept, %d of %d tokens before, in %s_",
+				at, d.Messages, d.Kept, d.TokensBefore, d.Window, ms(d.DurationMS))
+			if d.Summary != "" {
+				line += "\n\n**summary** the model reads from here on:\n\n" + quoteMD(d.Summary)
+			}
+			return line
+		}
+	}
+	return fmt.Sprintf("_%s · %s %s_", at, e.Type, string(e.Detail))
+}
+
+func ms(n int64) string { return (time.Duration(n) * time.Millisecond).String() }
+
+func mdTime(t time.Time) string  { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+func mdClock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+func oneLineMD(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func quoteMD(s string) string {
+	return "> " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n> ")
+}
+
+// fenceMD puts s in a code fence longer than any run of backticks in it.
+func fenceMD(lang, s string) string {
+	n, run := 3, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			n = max(n, run+1)
+		} else {
+			run = 0
+		}
+	}
+	f := strings.Repeat("`", n)
+	return f + lang + "\n" + strings.TrimRight(s, "\n") + "\n" + f + "\n"
+}

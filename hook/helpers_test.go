@@ -1,0 +1,5 @@
+package hook_test
+
+import "io/fs"
+
+func fsMode(m uint32) fs.FileMode { return fs.FileMode(m) }

@@ -1,0 +1,140 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"conch"
+)
+
+var _ conch.ContextStore = (*DB)(nil)
+
+const (
+	// sqlLatestSummary: the newest summary of the current generation.
+	sqlLatestSummary = `SELECT s.summary, s.through_turn, s.through_message, s.messages
+		FROM conversations c
+		JOIN context_summaries s ON s.conversation_id = c.id AND s.generation = c.generation
+		WHERE c.channel = ? AND c.key_id = ?
+		ORDER BY s.id DESC LIMIT 1`
+
+	// sqlModelHistory is sqlHistory after a position (turn, message).
+	sqlModelHistory = `SELECT m.role, m.text, m.tool_calls, m.tool_result,
+		CASE WHEN m.role = 'user' THEN t.attachments ELSE '' END, m.turn_id, m.id
+		FROM conversations c
+		JOIN messages m ON m.conversation_id = c.id AND m.generation = c.generation
+		JOIN turns t ON t.id = m.turn_id
+		WHERE c.channel = ? AND c.key_id = ? AND t.status != 'pending' AND (m.turn_id, m.id) > (?, ?)
+		ORDER BY m.turn_id, m.id`
+
+	sqlAddSummary = `INSERT INTO context_summaries (conversation_id, generation, through_turn, through_message,
+		summary, messages, created_at)
+		SELECT id, generation, ?, ?, ?, ?, ? FROM conversations WHERE channel = ? AND key_id = ?`
+
+	// WHERE true: an upsert's SELECT needs a WHERE before ON CONFLICT.
+	sqlSetContextUse = `INSERT INTO context_use (conversation_id, generation, tokens, context_window, updated_at)
+		SELECT id, generation, ?, ?, ? FROM conversations WHERE channel = ? AND key_id = ? AND true
+		ON CONFLICT (conversation_id) DO UPDATE SET generation = excluded.generation,
+			tokens = excluded.tokens, context_window = excluded.context_window, updated_at = excluded.updated_at`
+
+	sqlContextStatus = `SELECT
+		COALESCE((SELECT u.tokens FROM context_use u WHERE u.conversation_id = c.id AND u.generation = c.generation), 0),
+		COALESCE((SELECT u.context_window FROM context_use u WHERE u.conversation_id = c.id AND u.generation = c.generation), 0),
+		(SELECT COUNT(*) FROM context_summaries s WHERE s.conversation_id = c.id AND s.generation = c.generation)
+		FROM conversations c WHERE c.channel = ? AND c.key_id = ?`
+)
+
+// ModelHistory returns what the model sees of a conversation: its newest
+// summary since the last reset and the started turns' messages after it.
+// Without a summary it holds the same messages as History.
+func (d *DB) ModelHistory(ctx context.Context, key conch.ConversationKey) (conch.ModelHistory, error) {
+	var h conch.ModelHistory
+	if err := validKey(key); err != nil {
+		return h, fmt.Errorf("model history: %w", err)
+	}
+	s := &h.Summary
+	err := d.rs.latestSummary.QueryRowContext(ctx, key.Channel, key.ID).Scan(&s.Text, &s.Through.Turn, &s.Through.Message, &s.Messages)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return h, fmt.Errorf("model history of %s: summary: %w", key, err)
+	}
+	rows, err := d.rs.modelHistory.QueryContext(ctx, key.Channel, key.ID, s.Through.Turn, s.Through.Message)
+	if err != nil {
+		return h, fmt.Errorf("model history of %s: %w", key, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m conch.Message
+		var p conch.HistoryPos
+		var calls, result sql.NullString
+		var atts string
+		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &atts, &p.Turn, &p.Message); err != nil {
+			return h, fmt.Errorf("model history of %s: %w", key, err)
+		}
+		if atts != "" {
+			as, err := decodeAttachments(atts)
+			if err != nil {
+				return h, fmt.Errorf("model history of %s: %w", key, err)
+			}
+			m.Text = joinText(m.Text, conch.DescribeAttachments(as))
+		}
+		if err := decodeMessage(&m, calls, result); err != nil {
+			return h, fmt.Errorf("model history of %s: %w", key, err)
+		}
+		h.Messages = append(h.Messages, m)
+		h.Pos = append(h.Pos, p)
+	}
+	if err := rows.Err(); err != nil {
+		return h, fmt.Errorf("model history of %s: %w", key, err)
+	}
+	return h, nil
+}
+
+// AddSummary stores a summary of the conversation's history through
+// s.Through, in one statement: either it is there with its range or not at
+// all. An unknown conversation is KindNotFound.
+func (d *DB) AddSummary(ctx context.Context, key conch.ConversationKey, s conch.Summary) error {
+	if err := validKey(key); err != nil {
+		return fmt.Errorf("add summary: %w", err)
+	}
+	if s.Text == "" || s.Through.Message <= 0 {
+		return fmt.Errorf("add summary to %s: %w", key, conch.Errorf(conch.KindInvalid, "a summary needs text and the message it runs through"))
+	}
+	res, err := d.ws.addSummary.ExecContext(ctx, s.Through.Turn, s.Through.Message, s.Text, s.Messages, millis(d.now()), key.Channel, key.ID)
+	err = d.diskFull(err)
+	if err != nil {
+		return fmt.Errorf("add summary to %s: %w", key, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("add summary to %s: %w", key, err)
+	} else if n == 0 {
+		return fmt.Errorf("add summary to %s: %w", key, conch.Errorf(conch.KindNotFound, "conversation %s does not exist", key))
+	}
+	return nil
+}
+
+// RecordContextUse keeps the size of the conversation's newest request plus
+// its answer. An unknown conversation is ignored.
+func (d *DB) RecordContextUse(ctx context.Context, key conch.ConversationKey, u conch.ContextUse) error {
+	if err := validKey(key); err != nil {
+		return fmt.Errorf("record context use: %w", err)
+	}
+	if _, err := d.ws.setContextUse.ExecContext(ctx, u.InputTokens+u.OutputTokens, u.Window, millis(d.now()), key.Channel, key.ID); err != nil {
+		return fmt.Errorf("record context use of %s: %w", key, err)
+	}
+	return nil
+}
+
+// ContextStatus reports the newest request's size and the compactions since
+// the last reset; zero for an unknown conversation.
+func (d *DB) ContextStatus(ctx context.Context, key conch.ConversationKey) (conch.ContextStatus, error) {
+	var s conch.ContextStatus
+	if err := validKey(key); err != nil {
+		return s, fmt.Errorf("context status: %w", err)
+	}
+	err := d.rs.contextStatus.QueryRowContext(ctx, key.Channel, key.ID).Scan(&s.Tokens, &s.Window, &s.Compactions)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return s, fmt.Errorf("context status of %s: %w", key, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,92 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"conch"
+	"conch/schedule"
+)
+
+var _ schedule.Store = (*DB)(nil)
+
+const (
+	sqlAddSchedule = `INSERT INTO schedules (id, conversation, kind, spec, message, next_at, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	sqlSchedulesOf = `SELECT id, conversation, kind, spec, message, next_at, created_at FROM schedules
+		WHERE conversation = ? ORDER BY created_at, id`
+	sqlAllSchedules = `SELECT id, conversation, kind, spec, message, next_at, created_at FROM schedules
+		ORDER BY created_at, id`
+	sqlDeleteSchedule  = `DELETE FROM schedules WHERE id = ?`
+	sqlSetScheduleNext = `UPDATE schedules SET next_at = ? WHERE id = ?`
+)
+
+// AddSchedule implements schedule.Store.
+func (d *DB) AddSchedule(ctx context.Context, e schedule.Entry) error {
+	var next any
+	if !e.Next.IsZero() {
+		next = millis(e.Next)
+	}
+	if _, err := d.w.ExecContext(ctx, sqlAddSchedule, e.ID, e.Key.String(), string(e.Kind), e.Spec, e.Message, next, millis(e.CreatedAt)); err != nil {
+		return fmt.Errorf("add schedule %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+// Schedules implements schedule.Store.
+func (d *DB) Schedules(ctx context.Context, key conch.ConversationKey) ([]schedule.Entry, error) {
+	var rows *sql.Rows
+	var err error
+	if key.IsZero() {
+		rows, err = d.r.QueryContext(ctx, sqlAllSchedules)
+	} else {
+		rows, err = d.r.QueryContext(ctx, sqlSchedulesOf, key.String())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	defer rows.Close()
+	var out []schedule.Entry
+	for rows.Next() {
+		var e schedule.Entry
+		var conv, kind string
+		var next sql.NullInt64
+		var created int64
+		if err := rows.Scan(&e.ID, &conv, &kind, &e.Spec, &e.Message, &next, &created); err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		if e.Key, err = conch.ParseConversationKey(conv); err != nil {
+			return nil, fmt.Errorf("list schedules: %w", err)
+		}
+		e.Kind = schedule.Kind(kind)
+		if next.Valid {
+			e.Next = fromMillis(next.Int64)
+		}
+		e.CreatedAt = fromMillis(created)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteSchedule implements schedule.Store.
+func (d *DB) DeleteSchedule(ctx context.Context, id string) (bool, error) {
+	res, err := d.w.ExecContext(ctx, sqlDeleteSchedule, id)
+	if err != nil {
+		return false, fmt.Errorf("delete schedule %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// SetScheduleNext implements schedule.Store.
+func (d *DB) SetScheduleNext(ctx context.Context, id string, next time.Time) error {
+	if _, err := d.w.ExecContext(ctx, sqlSetScheduleNext, millis(next), id); err != nil {
+		return fmt.Errorf("move schedule %s: %w", id, err)
+	}
+	return nil
+}
