@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"conch"
+	"conch/internal/testenv"
 	"conch/internal/testenv/browser"
 )
 
@@ -22,7 +23,7 @@ import (
 // that still shows it, the dashboard with a live terminal, and a page of
 // another origin whose WebSocket is refused.
 func TestBrowserChat(t *testing.T) {
-	testenvShort(t)
+	testenv.Short(t)
 	b := browser.Start(t)
 	ts := newTestServer(t)
 	ctx := b.Context()
@@ -164,11 +165,4 @@ func pressEnter(mods input.Modifier) chromedp.Action {
 		up := &input.DispatchKeyEventParams{Type: input.KeyUp, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13, Modifiers: mods}
 		return up.Do(ctx)
 	})
-}
-
-func testenvShort(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("browser test skipped in -short mode")
-	}
 }
