@@ -6,7 +6,7 @@ export CGO_ENABLED ?= 0
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Packages with concurrency, run under the race detector (which needs cgo).
-RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/...
+RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/... ./obs/metrics/...
 
 .PHONY: build test race vet tidy-check staticcheck check fmt bench clean
 
@@ -41,6 +41,7 @@ check: vet staticcheck test race
 
 bench:
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 2s ./gateway/ ./sandbox/... ./terminal/...
+	$(GO) test -tags $(TAGS) -run '^$$' -bench BenchmarkWeb -benchtime 200x ./cmd/conch/
 
 clean:
 	rm -rf bin

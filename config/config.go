@@ -43,6 +43,8 @@ type Config struct {
 	Coder   CoderConfig   `toml:"coder" envPrefix:"CODER_"`
 	Search  SearchConfig  `toml:"search" envPrefix:"SEARCH_"`
 	Skills  SkillsConfig  `toml:"skills" envPrefix:"SKILLS_"`
+	Web     WebConfig     `toml:"web" envPrefix:"WEB_"`
+	Metrics MetricsConfig `toml:"metrics" envPrefix:"METRICS_"`
 
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
 	// Schedule and Hooks: see schedule.go.
@@ -89,7 +91,8 @@ type AgentConfig struct {
 type GatewayConfig struct {
 	// MaxAttempts is how often a turn interrupted by a crash is tried in all.
 	MaxAttempts int `toml:"max_attempts" env:"MAX_ATTEMPTS"`
-	// Listen is the address of the health and metrics endpoint ("" disables it).
+	// Listen is the address of the HTTP host: health, the web chat, the
+	// dashboard and /metrics ("" disables it).
 	Listen string `toml:"listen" env:"LISTEN"`
 }
 
@@ -334,6 +337,7 @@ func (c *Config) Validate() error {
 	ps = append(ps, c.Matrix.validate()...)
 	ps = append(ps, c.Telegram.validate()...)
 	ps = append(ps, c.validateWeb()...)
+	ps = append(ps, c.validateWebChat()...)
 	ps = append(ps, c.Email.validate()...)
 	ps = append(ps, c.Schedule.validate()...)
 	ps = append(ps, c.Hooks.validate()...)

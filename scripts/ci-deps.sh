@@ -5,10 +5,11 @@
 # baselines, and the mail servers the email channel's tests start from a private
 # config (dovecot for IMAP and LMTP, postfix for SMTP). Idempotent: apt runs
 # only when something is missing. The system's own mail services are never left
-# running: the tests start private instances on random loopback ports.
+# running: the tests start private instances on random loopback ports. Chromium
+# runs the web chat's browser tests (chromedp, headless).
 set -eu
 
-pkgs="docker.io podman conmon catatonit runc containerd debootstrap ca-certificates tmux make git dovecot-imapd dovecot-lmtpd postfix"
+pkgs="docker.io podman conmon catatonit runc containerd debootstrap ca-certificates tmux make git dovecot-imapd dovecot-lmtpd postfix chromium"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -67,6 +67,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.skillsCmd(),
 		a.transcriptCmd(),
 		a.schedulesCmd(),
+		a.webCmd(),     // web chat login (web.go)
+		a.serviceCmd(), // systemd unit (service.go)
 	)
 	return root
 }

@@ -73,9 +73,13 @@ func (a *app) up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if d.gateway != nil {
+		d.gateway.set(gw) // the web chat reaches the gateway (web.go)
+	}
 	if d.http != nil {
 		d.http.Serve()
 		log.Info("http listening", "addr", d.http.Addr())
+		a.announceWeb(ctx, d) // prints a login link for the web chat (web.go)
 	}
 	log.Info("conch is up", "model", cfg.Model.Provider+"/"+cfg.Model.Name, "channels", len(channels), "sandboxes", d.runtime != nil)
 	// Scheduled wakes and watches run while the gateway runs and stop with it.
@@ -126,4 +130,4 @@ func (a *app) channels(ctx context.Context, d *deps) ([]conch.Channel, map[conch
 type channelBuilder func(ctx context.Context, a *app, d *deps) (conch.Channel, gateway.Allowlist, error)
 
 // channelBuilders lists the channels conch up can run, in start order.
-var channelBuilders = []channelBuilder{matrixChannel, telegramChannel, emailChannel}
+var channelBuilders = []channelBuilder{matrixChannel, telegramChannel, emailChannel, webChannel}

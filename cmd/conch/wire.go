@@ -16,6 +16,7 @@ import (
 
 	"conch"
 	"conch/agent"
+	"conch/channel/web"
 	"conch/config"
 	"conch/egress"
 	"conch/gateway"
@@ -60,6 +61,10 @@ type deps struct {
 	spool *spool.Spool
 	// http is conch up's HTTP host; nil for other commands or without gateway.listen.
 	http *httpHost
+	// web and gateway are the web chat and its late link to the gateway
+	// (web.go); nil without the web chat.
+	web     *web.Channel
+	gateway *gatewayRef
 	// releasers hold per-conversation state that a reset or close frees.
 	releasers []conch.Releaser
 	// skills finds skills and fills the directory sandboxes mount (webtools.go).

@@ -1,0 +1,306 @@
+// The web chat: a list of conversations and one conversation's event stream.
+//
+// The page renders only from events. Each carries its conversation's seq; the
+// socket is opened with after=<last seq seen>, so a dropped connection
+// resumes with nothing lost and nothing twice. Messages being sent wait in an
+// outbox (kept in localStorage) until the server acknowledges them; a resend
+// uses the same id, which the server stores once.
+"use strict";
+
+const state = {
+  convs: [],
+  current: null,
+  ws: null,
+  lastSeq: 0,
+  retry: 0,
+  turns: {}, // turn id -> {box, stream, tools}
+  queued: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function outboxKey(id) { return "conch.outbox." + id; }
+function outbox(id) {
+  try { return JSON.parse(localStorage.getItem(outboxKey(id)) || "[]"); } catch (e) { return []; }
+}
+function setOutbox(id, list) {
+  if (list.length) localStorage.setItem(outboxKey(id), JSON.stringify(list));
+  else localStorage.removeItem(outboxKey(id));
+}
+
+async function loadConvs() {
+  state.convs = await conch.api("GET", "/api/conversations");
+  renderConvs();
+}
+
+function renderConvs() {
+  const ul = $("convs");
+  ul.replaceChildren();
+  for (const c of state.convs) {
+    const li = conch.el("li", { class: c.id === state.current ? "active" : "", "data-id": c.id, onclick: () => openConv(c.id) },
+      conch.el("div", { class: "title", text: c.title }),
+      conch.el("div", { class: "small muted", text: (c.state && c.state !== "idle" ? c.state + " · " : "") + (c.last_message || "") }));
+    ul.append(li);
+  }
+}
+
+async function newConv() {
+  const c = await conch.api("POST", "/api/conversations", {});
+  await loadConvs();
+  openConv(c.id);
+}
+
+function openConv(id) {
+  if (state.ws) { state.ws.onclose = null; state.ws.close(); state.ws = null; }
+  state.current = id;
+  state.lastSeq = 0;
+  state.turns = {};
+  state.queued = null;
+  history.replaceState(null, "", "/#" + id);
+  $("messages").replaceChildren();
+  $("status").textContent = "";
+  const c = state.convs.find((x) => x.id === id);
+  $("conv-title").textContent = c ? c.title : id;
+  renderConvs();
+  for (const m of outbox(id)) addPending(m);
+  connect();
+  $("input").focus();
+}
+
+function connect() {
+  const id = state.current;
+  const ws = new WebSocket(conch.wsURL("/api/chat?c=" + encodeURIComponent(id) + "&after=" + state.lastSeq));
+  state.ws = ws;
+  setConn("connecting");
+  ws.onopen = () => {
+    state.retry = 0;
+    setConn("connected");
+    for (const m of outbox(id)) ws.send(JSON.stringify({ type: "send", id: m.id, text: m.text }));
+  };
+  ws.onmessage = (msg) => {
+    let f;
+    try { f = JSON.parse(msg.data); } catch (e) { return; }
+    onFrame(f);
+  };
+  ws.onclose = (e) => {
+    if (state.ws !== ws) return;
+    state.ws = null;
+    setConn("disconnected");
+    if (e.code === 1008) { conch.showLogin(); return; }
+    if (e.code === 1009 || e.code === 1007 || e.code === 1003) conch.showError("The server closed the connection: " + (e.reason || e.code));
+    const delay = Math.min(15000, 500 * Math.pow(2, state.retry++));
+    setTimeout(() => { if (state.current === id && !state.ws) connect(); }, delay);
+  };
+}
+
+function setConn(s) {
+  const e = $("conn");
+  e.className = "conn " + s;
+  e.textContent = s === "connected" ? "●" : "○";
+  e.title = s;
+}
+
+function onFrame(f) {
+  switch (f.type) {
+    case "event": {
+      // Streamed text and tool output are live only: they carry the seq of
+      // the last kept event and do not move the resume point.
+      const live = f.event.type === "text_delta" || f.event.type === "tool_progress";
+      if (!live) {
+        if (f.event.seq <= state.lastSeq) return;
+        state.lastSeq = f.event.seq;
+      }
+      renderEvent(f.event, f.html);
+    }
+      break;
+    case "history":
+      $("messages").replaceChildren();
+      state.turns = {};
+      for (const m of f.messages) addMessage(m.role, m.text, m.html);
+      state.lastSeq = f.seq;
+      for (const m of outbox(state.current)) addPending(m);
+      break;
+    case "ack":
+      setOutbox(state.current, outbox(state.current).filter((m) => m.id !== f.id));
+      removePending(f.id);
+      break;
+    case "error":
+      if (f.id) {
+        setOutbox(state.current, outbox(state.current).filter((m) => m.id !== f.id));
+        removePending(f.id);
+      }
+      conch.showError(f.error);
+      break;
+  }
+}
+
+function scrollDown() {
+  const m = $("messages");
+  m.scrollTop = m.scrollHeight;
+}
+
+function addMessage(role, text, html) {
+  const b = conch.el("div", { class: "msg " + role });
+  if (role === "assistant" && html) conch.html(b, html); else b.textContent = text;
+  $("messages").append(b);
+  scrollDown();
+  return b;
+}
+
+function addPending(m) {
+  const b = conch.el("div", { class: "msg user pending", "data-pending": m.id, text: m.text });
+  $("messages").append(b);
+  scrollDown();
+}
+
+function removePending(id) {
+  const e = document.querySelector('[data-pending="' + CSS.escape(id) + '"]');
+  if (e) e.remove();
+}
+
+// turnBox is the progress block of a turn: streamed text, tool calls.
+function turnBox(turn) {
+  let t = state.turns[turn];
+  if (!t) {
+    const box = conch.el("div", { class: "turn" });
+    t = { box, stream: null, tools: {}, progress: null };
+    state.turns[turn] = t;
+    $("messages").append(box);
+  }
+  return t;
+}
+
+function renderEvent(ev, html) {
+  const d = ev.data || {};
+  switch (ev.type) {
+    case "message":
+      if (d.role === "assistant" && ev.turn && state.turns[ev.turn] && state.turns[ev.turn].stream) {
+        state.turns[ev.turn].stream.remove();
+        state.turns[ev.turn].stream = null;
+      }
+      addMessage(d.role === "assistant" ? "assistant" : "user", d.text, html);
+      break;
+    case "notice": {
+      const n = conch.el("div", { class: "notice" });
+      if (html) conch.html(n, html); else n.textContent = d.text;
+      $("messages").append(n);
+      scrollDown();
+      break;
+    }
+    case "text_delta": {
+      const t = turnBox(ev.turn);
+      if (!t.stream) { t.stream = conch.el("div", { class: "msg assistant streaming" }); t.box.append(t.stream); }
+      t.stream.textContent += d.text;
+      scrollDown();
+      break;
+    }
+    case "tool_started": {
+      const t = turnBox(ev.turn);
+      const line = conch.el("div", { class: "tool running" },
+        conch.el("span", { class: "tool-name", text: d.name }), " ",
+        conch.el("span", { class: "tool-sum", text: d.summary || "" }));
+      t.tools[d.call_id] = line;
+      t.box.append(line);
+      scrollDown();
+      break;
+    }
+    case "tool_finished": {
+      const t = turnBox(ev.turn);
+      let line = t.tools[d.call_id];
+      if (!line) { line = conch.el("div", { class: "tool" }, conch.el("span", { class: "tool-name", text: d.name })); t.box.append(line); }
+      line.className = "tool " + (d.is_error ? "failed" : "ok");
+      const secs = (d.duration_ns / 1e9).toFixed(1) + "s";
+      const exit = d.exit_code != null ? " exit " + d.exit_code : "";
+      line.append(conch.el("span", { class: "tool-result", text: " → " + secs + exit + (d.summary ? ": " + d.summary : "") }));
+      scrollDown();
+      break;
+    }
+    case "tool_progress": {
+      const t = turnBox(ev.turn);
+      if (!t.progress) { t.progress = conch.el("pre", { class: "progress" }); t.box.append(t.progress); }
+      t.progress.textContent = d.text;
+      scrollDown();
+      break;
+    }
+    case "retry":
+      setStatus("The model call failed (" + d.reason + "); retrying in " + Math.round(d.delay_ns / 1e9) + "s (attempt " + d.attempt + " of " + d.max + ")");
+      break;
+    case "turn":
+      if (d.status === "pending") setStatus(d.queued ? "queued (" + d.queued + ")" : "queued");
+      else if (d.status === "running") setStatus("working…");
+      else {
+        setStatus("");
+        if (d.status !== "done" && d.reason) {
+          $("messages").append(conch.el("div", { class: "notice", text: "Stopped: " + d.reason }));
+          scrollDown();
+        }
+        const t = state.turns[ev.turn];
+        if (t && t.stream) { t.stream.classList.remove("streaming"); }
+      }
+      break;
+  }
+}
+
+function setStatus(s) {
+  $("status").textContent = s;
+  $("status").className = "status" + (s ? " busy" : "");
+}
+
+function newID() {
+  const a = new Uint8Array(12);
+  crypto.getRandomValues(a);
+  return Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function send() {
+  const input = $("input");
+  const text = input.value;
+  if (!text.trim() || !state.current) return;
+  const m = { id: newID(), text };
+  setOutbox(state.current, outbox(state.current).concat([m]));
+  addPending(m);
+  input.value = "";
+  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify({ type: "send", id: m.id, text: m.text }));
+}
+
+function main() {
+  $("composer").addEventListener("submit", (e) => { e.preventDefault(); send(); });
+  $("input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
+  });
+  $("new-conv").addEventListener("click", () => newConv().catch((e) => conch.showError(e.message)));
+  $("rename").addEventListener("click", async () => {
+    const c = state.convs.find((x) => x.id === state.current);
+    const t = prompt("New name", c ? c.title : "");
+    if (t == null) return;
+    try {
+      await conch.api("PATCH", "/api/conversations/" + encodeURIComponent(state.current), { title: t });
+      await loadConvs();
+      const nc = state.convs.find((x) => x.id === state.current);
+      if (nc) $("conv-title").textContent = nc.title;
+    } catch (e) { conch.showError(e.message); }
+  });
+  $("delete").addEventListener("click", async () => {
+    if (!confirm("Delete this conversation? Its history is forgotten and its computer removed.")) return;
+    try {
+      await conch.api("DELETE", "/api/conversations/" + encodeURIComponent(state.current));
+      setOutbox(state.current, []);
+      state.current = null;
+      await loadConvs();
+      if (state.convs.length) openConv(state.convs[0].id); else await newConv();
+    } catch (e) { conch.showError(e.message); }
+  });
+  $("logout").addEventListener("click", async () => {
+    try { await conch.api("POST", "/api/logout"); } catch (e) { /* shown as login */ }
+    conch.showLogin();
+  });
+  setInterval(() => loadConvs().catch(() => {}), 10000);
+  loadConvs().then(() => {
+    const want = location.hash.slice(1);
+    if (want && state.convs.some((c) => c.id === want)) openConv(want);
+    else if (state.convs.length) openConv(state.convs[0].id);
+    else return newConv();
+  }).catch((e) => conch.showError(e.message));
+}
+
+conch.start(main);

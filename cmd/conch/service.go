@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"conch/config"
+)
+
+// serviceName is the systemd unit conch installs.
+const serviceName = "conch.service"
+
+// systemctlFunc runs systemctl with args and returns its combined output.
+type systemctlFunc func(ctx context.Context, args ...string) ([]byte, error)
+
+func execSystemctl(ctx context.Context, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
+}
+
+// serviceOptions is what a unit is written from.
+type serviceOptions struct {
+	User    bool   // a user unit (systemctl --user)
+	Exe     string // the conch binary
+	Config  string // --config, "" for the default
+	DataDir string
+	EnvFile string // optional KEY=value file with secrets
+	RunAs   string // User= of a system unit; "" for root
+}
+
+// serviceUnit renders the systemd unit for `conch up`.
+func serviceUnit(o serviceOptions) string {
+	var b strings.Builder
+	b.WriteString("# Written by `conch service install`; `conch service uninstall` removes it.\n")
+	b.WriteString("[Unit]\n")
+	b.WriteString("Description=conch gateway (every conversation gets its own computer)\n")
+	b.WriteString("After=network-online.target docker.service podman.socket\n")
+	b.WriteString("Wants=network-online.target\n\n")
+	b.WriteString("[Service]\n")
+	b.WriteString("Type=simple\n")
+	exec := systemdQuote(o.Exe)
+	if o.Config != "" {
+		exec += " --config " + systemdQuote(o.Config)
+	}
+	b.WriteString("ExecStart=" + exec + " up\n")
+	b.WriteString("Environment=" + systemdQuote("CONCH_DATA_DIR="+o.DataDir) + "\n")
+	// "-": the file is optional. Secrets (CONCH_MODEL_API_KEY=…) go there,
+	// not into the unit, which is world-readable.
+	b.WriteString("EnvironmentFile=-" + o.EnvFile + "\n")
+	b.WriteString("WorkingDirectory=" + systemdQuote(o.DataDir) + "\n")
+	if !o.User && o.RunAs != "" {
+		b.WriteString("User=" + o.RunAs + "\n")
+	}
+	b.WriteString("Restart=on-failure\n")
+	b.WriteString("RestartSec=5s\n")
+	// conch stops its channels and lets turns end at SIGTERM; turns cut
+	// short resume at the next start.
+	b.WriteString("KillSignal=SIGTERM\n")
+	b.WriteString("TimeoutStopSec=30s\n")
+	b.WriteString("NoNewPrivileges=true\n")
+	b.WriteString("UMask=0077\n\n")
+	b.WriteString("[Install]\n")
+	if o.User {
+		b.WriteString("WantedBy=default.target\n")
+	} else {
+		b.WriteString("WantedBy=multi-user.target\n")
+	}
+	return b.String()
+}
+
+// systemdQuote quotes a word for a unit file when it needs it.
+func systemdQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\"'\\$%") {
+		return s
+	}
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", "$$", "%", "%%")
+	return `"` + r.Replace(s) + `"`
+}
+
+// unitPath is where the unit goes: the user's systemd directory or
+// /etc/systemd/system.
+func unitPath(userUnit bool) (string, error) {
+	if !userUnit {
+		return filepath.Join("/etc/systemd/system", serviceName), nil
+	}
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "systemd", "user", serviceName), nil
+}
+
+func (a *app) serviceCmd() *cobra.Command {
+	return a.serviceCmdWith(execSystemctl, unitPath)
+}
+
+// serviceCmdWith is serviceCmd with systemctl and the unit location
+// replaceable (tests need neither systemd nor root).
+func (a *app) serviceCmdWith(systemctl systemctlFunc, where func(bool) (string, error)) *cobra.Command {
+	cmd := &cobra.Command{Use: "service", Short: "Run `conch up` as a systemd service"}
+	var userUnit, noStart bool
+	var envFile string
+	sysArgs := func(args ...string) []string {
+		if userUnit {
+			return append([]string{"--user"}, args...)
+		}
+		return args
+	}
+	install := &cobra.Command{
+		Use:   "install",
+		Short: "Write, enable and start a systemd unit for `conch up` (restart on failure)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return fmt.Errorf("%w\n(conch service install checks the configuration first: the service would fail the same way)", err)
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find the conch binary: %w", err)
+			}
+			if exe, err = filepath.EvalSymlinks(exe); err != nil {
+				return fmt.Errorf("find the conch binary: %w", err)
+			}
+			o := serviceOptions{User: userUnit, Exe: exe, DataDir: cfg.DataDir, EnvFile: envFile}
+			if cfg.File != "" {
+				o.Config, _ = filepath.Abs(cfg.File)
+			}
+			if o.EnvFile == "" {
+				o.EnvFile = filepath.Join(filepath.Dir(config.DefaultPath()), "conch.env")
+			}
+			if !userUnit {
+				if u, err := user.Current(); err == nil && u.Uid != "0" {
+					o.RunAs = u.Username
+				}
+			}
+			path, err := where(userUnit)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return fmt.Errorf("service install: %w", err)
+			}
+			if err := os.WriteFile(path, []byte(serviceUnit(o)), 0o644); err != nil {
+				if errors.Is(err, os.ErrPermission) && !userUnit {
+					return fmt.Errorf("service install: %w (run it as root, or use --user for a unit of your own)", err)
+				}
+				return fmt.Errorf("service install: %w", err)
+			}
+			fmt.Fprintln(a.stdout, "wrote", path)
+			steps := [][]string{sysArgs("daemon-reload")}
+			if noStart {
+				steps = append(steps, sysArgs("enable", serviceName))
+			} else {
+				steps = append(steps, sysArgs("enable", "--now", serviceName))
+			}
+			for _, s := range steps {
+				if out, err := systemctl(cmd.Context(), s...); err != nil {
+					return fmt.Errorf("systemctl %s: %w: %s", strings.Join(s, " "), err, bytes.TrimSpace(out))
+				}
+			}
+			fmt.Fprintf(a.stdout, "enabled %s. Secrets go in %s (KEY=value lines, mode 600).\n", serviceName, o.EnvFile)
+			if userUnit {
+				fmt.Fprintln(a.stdout, "To keep it running while you are logged out: loginctl enable-linger $USER")
+			}
+			fmt.Fprintln(a.stdout, "Log in: conch web url; logs: journalctl "+strings.Join(sysArgs("-u", serviceName), " "))
+			return nil
+		},
+	}
+	install.Flags().BoolVar(&noStart, "no-start", false, "enable the unit but do not start it now")
+	install.Flags().StringVar(&envFile, "env-file", "", "environment file for secrets (default <config dir>/conch.env)")
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show the service's state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, err := where(userUnit)
+			if err != nil {
+				return err
+			}
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("no conch service is installed (%s): run conch service install%s", path, map[bool]string{true: " --user", false: ""}[userUnit])
+			}
+			out, err := systemctl(cmd.Context(), sysArgs("status", "--no-pager", "--lines=20", serviceName)...)
+			a.stdout.Write(out)
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return exitError{code: ee.ExitCode()} // systemctl's own code: 3 = not running
+			}
+			return err
+		},
+	}
+	uninstall := &cobra.Command{
+		Use:   "uninstall",
+		Short: "Stop and disable the service and remove its unit (data stays)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path, err := where(userUnit)
+			if err != nil {
+				return err
+			}
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+				fmt.Fprintln(a.stdout, "no conch service is installed")
+				return nil
+			}
+			if out, err := systemctl(cmd.Context(), sysArgs("disable", "--now", serviceName)...); err != nil {
+				return fmt.Errorf("systemctl disable: %w: %s", err, bytes.TrimSpace(out))
+			}
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("service uninstall: %w", err)
+			}
+			if out, err := systemctl(cmd.Context(), sysArgs("daemon-reload")...); err != nil {
+				return fmt.Errorf("systemctl daemon-reload: %w: %s", err, bytes.TrimSpace(out))
+			}
+			fmt.Fprintln(a.stdout, "removed", path, "(the data directory is kept)")
+			return nil
+		},
+	}
+	cmd.PersistentFlags().BoolVar(&userUnit, "user", false, "a unit of your own user (systemctl --user) instead of a system unit")
+	cmd.AddCommand(install, status, uninstall)
+	return cmd
+}

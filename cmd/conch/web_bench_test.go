@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"conch"
+	"conch/agent"
+	"conch/channel/cli"
+	"conch/channel/web"
+	"conch/fake"
+	"conch/gateway"
+	"conch/sqlite/sqlitetest"
+)
+
+// webBench is a gateway with the CLI channel and the web chat over one
+// file-backed store and an instant scripted model, so the figures are
+// conch's own overhead.
+type webBench struct {
+	gw      *gateway.Gateway
+	web     *web.Channel
+	srv     *httptest.Server
+	client  *http.Client
+	cliIn   *io.PipeWriter
+	cliOut  *bufio.Reader
+	stop    func()
+	cliConv conch.ConversationKey
+}
+
+func newWebBench(b *testing.B) *webBench {
+	b.Helper()
+	db := sqlitetest.MustOpenFile(b)
+	model := &fake.Model{Func: func(_ context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+		return conch.ModelResponse{Text: "re: " + req.Messages[len(req.Messages)-1].Text, StopReason: conch.StopEnd}, nil
+	}}
+	ag, err := agent.New(agent.Options{Model: model, Recorder: db, Facts: db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	cliConv := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "bench"}
+	cliCh := &cli.Channel{In: inR, Out: outW, Err: io.Discard, Key: cliConv, User: "local"}
+	ref := newGatewayRef()
+	wc, err := web.New(web.Options{Events: ref, Control: ref, Store: db, Read: db, History: db, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := gateway.New(gateway.Options{Store: db, Agent: ag, Channels: []conch.Channel{cliCh, wc}, Facts: db, Events: db,
+		Allow: map[conch.ChannelName]gateway.Allowlist{conch.ChannelCLI: gateway.NewAllowlist("local"), conch.ChannelWeb: gateway.NewAllowlist("owner")}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ref.set(gw)
+	mux := http.NewServeMux()
+	wc.Register(mux)
+	srv := httptest.NewServer(mux)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = gw.Run(ctx); close(done) }()
+	tok, err := wc.Auth().NewLoginToken(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	resp, err := client.Get(srv.URL + "/login?token=" + tok)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp.Body.Close()
+	return &webBench{gw: gw, web: wc, srv: srv, client: client, cliIn: inW, cliOut: bufio.NewReader(outR), cliConv: cliConv,
+		stop: func() { cancel(); inW.Close(); srv.Close(); <-done }}
+}
+
+func (wb *webBench) newConversation(b *testing.B) string {
+	req, _ := http.NewRequest("POST", wb.srv.URL+"/api/conversations", strings.NewReader(`{}`))
+	req.Header.Set("Origin", wb.srv.URL)
+	resp, err := wb.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
+		b.Fatal(err)
+	}
+	return c.ID
+}
+
+func (wb *webBench) socket(b *testing.B, id string) *websocket.Conn {
+	u := "ws" + strings.TrimPrefix(wb.srv.URL, "http") + "/api/chat?c=" + id + "&after=0"
+	conn, _, err := websocket.Dial(context.Background(), u, &websocket.DialOptions{HTTPClient: wb.client, HTTPHeader: http.Header{"Origin": {wb.srv.URL}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn.SetReadLimit(1 << 20)
+	return conn
+}
+
+// BenchmarkWebRoundTrip measures one message from a WebSocket client to the
+// answer's event on the same socket, and the same through the CLI channel
+// (a line in, the reply line out), alternating in one run; it reports both
+// p50s and the web's overhead over the CLI.
+func BenchmarkWebRoundTrip(b *testing.B) {
+	wb := newWebBench(b)
+	defer wb.stop()
+	ctx := context.Background()
+	conn := wb.socket(b, wb.newConversation(b))
+	defer conn.CloseNow()
+	var webLat, cliLat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		text := fmt.Sprint("m", i)
+		start := time.Now()
+		f, _ := json.Marshal(map[string]string{"type": "send", "id": fmt.Sprint("b", i), "text": text})
+		if err := conn.Write(ctx, websocket.MessageText, f); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if strings.Contains(string(data), `"role":"assistant"`) && strings.Contains(string(data), `"re: `+text+`"`) {
+				break
+			}
+		}
+		webLat = append(webLat, time.Since(start))
+
+		start = time.Now()
+		if _, err := fmt.Fprintln(wb.cliIn, text); err != nil {
+			b.Fatal(err)
+		}
+		line, err := wb.cliOut.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != "re: "+text {
+			b.Fatalf("cli reply %q, %v", line, err)
+		}
+		cliLat = append(cliLat, time.Since(start))
+	}
+	b.StopTimer()
+	w, c := p50(webLat), p50(cliLat)
+	b.ReportMetric(float64(w.Microseconds()), "web-p50-µs")
+	b.ReportMetric(float64(c.Microseconds()), "cli-p50-µs")
+	b.ReportMetric(float64((w - c).Microseconds()), "web-overhead-µs")
+}
+
+func p50(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkWebFanout100 publishes events of one conversation to 100 open
+// chat sockets through the gateway's hub and reports the events published
+// per second and the deliveries per second over all sockets. "kept" events
+// (notices) are written to the store before they go out, so the store's
+// write rate bounds them; "live" events (tool output) are fanned out only.
+func BenchmarkWebFanout100(b *testing.B) {
+	b.Run("kept", func(b *testing.B) {
+		benchFanout(b, func(i, j int) conch.EventData { return conch.NoticeEvent{Text: fmt.Sprint(i, "/", j)} })
+	})
+	b.Run("live", func(b *testing.B) {
+		benchFanout(b, func(i, j int) conch.EventData { return conch.ToolProgress{Text: fmt.Sprint(i, "/", j)} })
+	})
+}
+
+func benchFanout(b *testing.B, event func(i, j int) conch.EventData) {
+	const subs, batch = 100, 100
+	wb := newWebBench(b)
+	defer wb.stop()
+	id := wb.newConversation(b)
+	key := conch.ConversationKey{Channel: conch.ChannelWeb, ID: id}
+	conns := make([]*websocket.Conn, subs)
+	for i := range conns {
+		conns[i] = wb.socket(b, id)
+		defer conns[i].CloseNow()
+	}
+	hub := wb.gw.Events()
+	ctx := context.Background()
+	// readUntil reads frames until one whose data text is want.
+	readUntil := func(conn *websocket.Conn, want string) error {
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				return err
+			}
+			var f struct {
+				Event struct {
+					Data struct{ Text string } `json:"data"`
+				} `json:"event"`
+			}
+			if err := json.Unmarshal(data, &f); err != nil {
+				return err
+			}
+			if f.Event.Data.Text == want {
+				return nil
+			}
+		}
+	}
+	// Every socket subscribed: one event seen by all.
+	hub.Publish(ctx, key, 0, conch.NoticeEvent{Text: "warm-up"})
+	for _, c := range conns {
+		if err := readUntil(c, "warm-up"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		for j := range batch {
+			hub.Publish(ctx, key, 0, event(i, j))
+		}
+		last := fmt.Sprint(i, "/", batch-1)
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Go(func() {
+				if err := readUntil(c, last); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*batch*subs)/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,280 @@
+// Package metrics exposes conch's Prometheus metrics (all named conch_*),
+// fed from the gateway's event hub: it subscribes to every conversation's
+// events and counts messages, turns, model calls, tool calls and the queue.
+// Sandboxes and terminals are counted when scraped.
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"conch"
+)
+
+// Options configures a Collector.
+type Options struct {
+	// Events is the gateway's event hub. Required for Run.
+	Events conch.EventSource
+	// Sandboxes, if set, is asked for the sandboxes at each scrape.
+	Sandboxes conch.SandboxAdmin
+	// Terminals, if set, returns the number of open terminals.
+	Terminals func() int
+	Logger    *slog.Logger
+}
+
+// Collector keeps the metrics.
+type Collector struct {
+	opts Options
+	reg  *prometheus.Registry
+	log  *slog.Logger
+
+	events      *prometheus.CounterVec
+	messages    *prometheus.CounterVec
+	notices     *prometheus.CounterVec
+	turns       *prometheus.CounterVec
+	turnDur     *prometheus.HistogramVec
+	modelDur    prometheus.Histogram
+	modelErrs   *prometheus.CounterVec
+	tokens      *prometheus.CounterVec
+	toolCalls   *prometheus.CounterVec
+	toolDur     *prometheus.HistogramVec
+	queue       prometheus.Gauge
+	running     prometheus.Gauge
+	resubscribe prometheus.Counter
+
+	mu   sync.Mutex
+	live map[turnKey]*turnState
+}
+
+type turnKey struct {
+	key  conch.ConversationKey
+	turn conch.TurnID
+}
+
+type turnState struct {
+	status conch.TurnStatus
+	start  time.Time // running since
+	mark   time.Time // when the current model call began
+}
+
+// New returns a Collector with its metrics registered.
+func New(opts Options) *Collector {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Collector{opts: opts, reg: prometheus.NewRegistry(), log: opts.Logger, live: map[turnKey]*turnState{}}
+	durations := []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
+	c.events = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_events_total", Help: "Conversation events seen, by type."}, []string{"type"})
+	c.messages = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_messages_total", Help: "Messages by channel and direction (in: from people; out: answers)."}, []string{"channel", "direction"})
+	c.notices = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_notices_total", Help: "Notices sent (command answers, queue positions), by channel."}, []string{"channel"})
+	c.turns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_turns_total", Help: "Turns ended, by channel and status (done, stopped, abandoned)."}, []string{"channel", "status"})
+	c.turnDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conch_turn_duration_seconds", Help: "Time from a turn's start to its end.", Buckets: durations}, []string{"channel", "status"})
+	c.modelDur = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "conch_model_call_duration_seconds", Help: "Latency of model calls that answered (from the call's start to its usage report).", Buckets: durations})
+	c.modelErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_errors_total", Help: "Failed model calls that were retried, by error class."}, []string{"class"})
+	c.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_tokens_total", Help: "Model tokens, by direction (input, output)."}, []string{"direction"})
+	c.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_tool_calls_total", Help: "Tool calls, by tool and result (ok, error)."}, []string{"tool", "result"})
+	c.toolDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conch_tool_duration_seconds", Help: "Tool call durations, by tool.", Buckets: durations}, []string{"tool"})
+	c.queue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "conch_queue_depth", Help: "Turns waiting for their conversation's worker."})
+	c.running = prometheus.NewGauge(prometheus.GaugeOpts{Name: "conch_turns_running", Help: "Turns running now."})
+	c.resubscribe = prometheus.NewCounter(prometheus.CounterOpts{Name: "conch_metrics_resubscribes_total", Help: "Times the metrics subscriber fell behind the event hub and subscribed again (events in between are not counted)."})
+	c.reg.MustRegister(c.events, c.messages, c.notices, c.turns, c.turnDur, c.modelDur, c.modelErrs, c.tokens,
+		c.toolCalls, c.toolDur, c.queue, c.running, c.resubscribe, &scrapeCollector{c: c})
+	return c
+}
+
+// Registry returns the registry, for tests and extra collectors.
+func (c *Collector) Registry() *prometheus.Registry { return c.reg }
+
+// Handler serves the metrics in Prometheus text format.
+func (c *Collector) Handler() http.Handler {
+	return promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{c.log}})
+}
+
+// Run follows every conversation's live events until ctx is done.
+func (c *Collector) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		ch, err := c.opts.Events.Subscribe(ctx, conch.ConversationKey{}, -1)
+		if err != nil {
+			c.log.Warn("metrics: subscribe", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range ch {
+			c.Observe(ev)
+		}
+		if ctx.Err() == nil {
+			c.resubscribe.Inc()
+		}
+	}
+	return nil
+}
+
+// Observe counts one event.
+func (c *Collector) Observe(ev conch.Event) {
+	if ev.Data == nil {
+		return
+	}
+	c.events.WithLabelValues(ev.Data.Type()).Inc()
+	ch := string(ev.Key.Channel)
+	switch d := ev.Data.(type) {
+	case conch.MessageEvent:
+		switch d.Role {
+		case conch.RoleUser:
+			c.messages.WithLabelValues(ch, "in").Inc()
+		case conch.RoleAssistant:
+			c.messages.WithLabelValues(ch, "out").Inc()
+		}
+	case conch.NoticeEvent:
+		c.notices.WithLabelValues(ch).Inc()
+	case conch.TurnState:
+		c.turnState(ev, d)
+	case conch.ContextUse:
+		c.tokens.WithLabelValues("input").Add(float64(d.InputTokens))
+		c.tokens.WithLabelValues("output").Add(float64(d.OutputTokens))
+		c.mu.Lock()
+		if t := c.live[turnKey{ev.Key, ev.Turn}]; t != nil && t.status == conch.TurnRunning {
+			c.modelDur.Observe(ev.At.Sub(t.mark).Seconds())
+			t.mark = ev.At
+		}
+		c.mu.Unlock()
+	case conch.RetryEvent:
+		c.modelErrs.WithLabelValues(errorClass(d.Reason)).Inc()
+		c.setMark(ev, ev.At.Add(d.Delay))
+	case conch.ToolFinished:
+		result := "ok"
+		if d.IsError {
+			result = "error"
+		}
+		c.toolCalls.WithLabelValues(d.Name, result).Inc()
+		c.toolDur.WithLabelValues(d.Name).Observe(d.Duration.Seconds())
+		// The next model call starts when the tools are done.
+		c.setMark(ev, ev.At)
+	}
+}
+
+func (c *Collector) setMark(ev conch.Event, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.live[turnKey{ev.Key, ev.Turn}]; t != nil {
+		t.mark = at
+	}
+}
+
+func (c *Collector) turnState(ev conch.Event, d conch.TurnState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := turnKey{ev.Key, ev.Turn}
+	t := c.live[k]
+	switch d.Status {
+	case conch.TurnPending:
+		if t == nil {
+			c.live[k] = &turnState{status: conch.TurnPending}
+			c.queue.Inc()
+		}
+	case conch.TurnRunning:
+		if t == nil {
+			t = &turnState{}
+			c.live[k] = t
+		} else if t.status == conch.TurnPending {
+			c.queue.Dec()
+		}
+		if t.status != conch.TurnRunning {
+			c.running.Inc()
+		}
+		t.status, t.start, t.mark = conch.TurnRunning, ev.At, ev.At
+	default: // done, stopped, abandoned
+		if t != nil {
+			switch t.status {
+			case conch.TurnPending:
+				c.queue.Dec()
+			case conch.TurnRunning:
+				c.running.Dec()
+				c.turnDur.WithLabelValues(string(ev.Key.Channel), string(d.Status)).Observe(ev.At.Sub(t.start).Seconds())
+			}
+			delete(c.live, k)
+		}
+		c.turns.WithLabelValues(string(ev.Key.Channel), string(d.Status)).Inc()
+	}
+}
+
+// errorClass maps a retry's reason to a bounded label: one of conch's
+// error kinds, or "other".
+func errorClass(reason string) string {
+	r := strings.ToLower(reason)
+	for _, k := range []conch.ErrorKind{conch.KindContextTooLong, conch.KindBadRequest, conch.KindTransient, conch.KindAuth,
+		conch.KindInvalid, conch.KindNotFound, conch.KindUnavailable, conch.KindInternal} {
+		if strings.HasPrefix(r, string(k)) || strings.Contains(r, "model "+string(k)) {
+			return string(k)
+		}
+	}
+	switch {
+	case strings.Contains(r, "429") || strings.Contains(r, "rate"):
+		return "rate_limited"
+	case strings.Contains(r, "timeout") || strings.Contains(r, "deadline"):
+		return "timeout"
+	}
+	return "other"
+}
+
+// scrapeCollector reads sandboxes and terminals at scrape time.
+type scrapeCollector struct{ c *Collector }
+
+var (
+	sandboxesDesc = prometheus.NewDesc("conch_sandboxes", "Sandboxes of this instance, by state (running, exited, …) and kind (conversation, pool, orphan).", []string{"state", "kind"}, nil)
+	terminalsDesc = prometheus.NewDesc("conch_terminals", "Open terminals in all sandboxes.", nil, nil)
+	scrapeErrDesc = prometheus.NewDesc("conch_sandbox_list_errors", "1 when the sandbox backend could not be listed at this scrape.", nil, nil)
+)
+
+func (s *scrapeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sandboxesDesc
+	ch <- terminalsDesc
+	ch <- scrapeErrDesc
+}
+
+func (s *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
+	o := s.c.opts
+	if o.Sandboxes != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		infos, err := o.Sandboxes.Sandboxes(ctx)
+		cancel()
+		failed := 0.0
+		if err != nil {
+			failed = 1
+			s.c.log.Warn("metrics: list sandboxes", "err", err)
+		}
+		ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, failed)
+		type sk struct{ state, kind string }
+		counts := map[sk]int{}
+		for _, in := range infos {
+			kind := "conversation"
+			switch {
+			case in.Pool:
+				kind = "pool"
+			case in.Orphan:
+				kind = "orphan"
+			}
+			counts[sk{in.State, kind}]++
+		}
+		for k, n := range counts {
+			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), k.state, k.kind)
+		}
+	}
+	if o.Terminals != nil {
+		ch <- prometheus.MustNewConstMetric(terminalsDesc, prometheus.GaugeValue, float64(o.Terminals()))
+	}
+}
+
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Println(v ...any) { p.log.Warn("metrics: " + fmt.Sprint(v...)) }
