@@ -88,7 +88,7 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	}
 	cfg := &container.Config{
 		Image:      r.opts.Image,
-		User:       r.profile.User,
+		User:       r.profile.containerUser(),
 		WorkingDir: WorkspaceDir,
 		Cmd:        slices.Clone(sandboximage.Cmd),
 		Hostname:   "sandbox",
