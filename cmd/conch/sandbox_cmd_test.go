@@ -81,6 +81,7 @@ func TestSandboxCommands(t *testing.T) {
 			"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 			"CONCH_DATA_DIR="+dataDir,
 			"CONCH_MODEL=", "CONCH_MODEL_API_KEY=", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=", "GEMINI_API_KEY=",
+			"CONCH_SANDBOX_DISK=0",
 			"CONCH_SANDBOX_ENGINE="+e.Name,
 			"CONCH_SANDBOX_HOST="+e.Host,
 			"CONCH_SANDBOX_IMAGE="+e.Image,

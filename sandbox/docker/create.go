@@ -54,8 +54,8 @@ func (r *Runtime) createLocked(ctx context.Context, b *box) error {
 	}
 	labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelConversation: b.key.String()}
 	if !exists {
-		if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels}); err != nil {
-			return r.engineErr("create workspace volume "+vol, err)
+		if err := r.createVolume(ctx, vol, labels); err != nil {
+			return err
 		}
 	}
 	start := r.opts.Now()
@@ -161,5 +161,6 @@ func (r *Runtime) removeVolume(ctx context.Context, name string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.engineErr("remove workspace volume "+name, err)
 	}
+	r.removeDiskImage(name)
 	return nil
 }

@@ -88,6 +88,11 @@ func (r *Runtime) Describe(ctx context.Context, key conch.ConversationKey) strin
 			}
 		}
 	}
+	if used, limit, ok := r.diskUse(workspaceVolume(c)); ok {
+		parts = append(parts, fmt.Sprintf("workspace %s of %s used", humanBytes(used), humanBytes(limit)))
+	} else if r.opts.Disk > 0 {
+		parts = append(parts, "workspace without a quota (made before sandbox.disk was set)")
+	}
 	if want, err := r.wantImageHash(ctx); err == nil {
 		if c.Config.Labels[LabelImageHash] == want {
 			parts = append(parts, "image current")
