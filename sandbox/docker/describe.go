@@ -103,7 +103,8 @@ func (r *Runtime) Describe(ctx context.Context, key conch.ConversationKey) strin
 	return p + strings.Join(parts, ", ")
 }
 
-// pids reads the container's process count and limit from one stats sample.
+// pids reads the container's process count and limit from one stats sample
+// (the limit falls back to the profile's).
 func (r *Runtime) pids(ctx context.Context, id string) (cur, limit int64, ok bool) {
 	res, err := r.api.ContainerStats(ctx, id, client.ContainerStatsOptions{Stream: false})
 	if err != nil {
@@ -114,7 +115,12 @@ func (r *Runtime) pids(ctx context.Context, id string) (cur, limit int64, ok boo
 	if err := json.NewDecoder(res.Body).Decode(&raw); err != nil {
 		return 0, 0, false
 	}
-	return int64(raw.PidsStats.Current), int64(raw.PidsStats.Limit), true
+	limit = int64(raw.PidsStats.Limit)
+	if limit == 0 || limit > 1<<22 {
+		// Podman's stats leave the limit out: it is the profile's.
+		limit = r.profile.Pids
+	}
+	return int64(raw.PidsStats.Current), limit, true
 }
 
 // atPidsLimit: too few processes are left to start the agent (the engine's

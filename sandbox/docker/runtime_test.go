@@ -196,12 +196,19 @@ os.killpg(0, signal.SIGKILL)`
 
 // ptraceProbe tries PTRACE_ATTACH on pid 1 and on its parent (the agent)
 // and prints "pid result errno" for each.
-const ptraceProbe = `import ctypes, os
+// An attach that succeeds is undone at once (the tracee would stay
+// stopped), and the target's comm and /proc owner go to stderr.
+const ptraceProbe = `import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 for pid in (1, os.getppid()):
     ctypes.set_errno(0)
     r = libc.ptrace(16, pid, None, None)
-    print(pid, r, ctypes.get_errno())`
+    e = ctypes.get_errno()
+    if r == 0:
+        os.waitpid(pid, 0x40000000)
+        libc.ptrace(17, pid, None, None)
+        print("attached to", open("/proc/%d/comm" % pid).read().strip(), "owner", os.stat("/proc/%d" % pid).st_uid, file=sys.stderr)
+    print(pid, r, e)`
 
 // escapedBomb leaves the call's session and forks for ever, each child too,
 // retrying when the pids limit refuses.
