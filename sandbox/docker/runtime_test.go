@@ -85,6 +85,9 @@ func TestHardeningFromInside(t *testing.T) {
 				return r.ExitCode == 0 && len(f) == 6 && f[0] == "1" && f[3] != "1" &&
 					f[1] == "-1" && f[2] == "1" && f[4] == "-1" && f[5] == "1"
 			}, "1 -1 1 <agent> -1 1 (EPERM for both)"},
+			{"unshare of mount and network namespaces fails", []string{"sh", "-c", "unshare -m true; echo $?; unshare -n true; echo $?"}, outFields("1", "1"), "1 1"},
+			{"no raw sockets", []string{"python3", "-c", rawSocketProbe}, outIs("EPERM"), "EPERM"},
+			{"no egress", []string{"python3", "-c", egressProbe}, outIs("blocked"), "blocked"},
 			{"tools present", []string{"sh", "-c", "for c in bash tmux git python3 ps; do command -v $c; done | wc -l"}, outIs("5"), "5"},
 		}
 		for _, p := range probes {
@@ -123,6 +126,50 @@ os.killpg(0, signal.SIGKILL)`
 			}
 			if r := run(t, sb, "echo", "alive"); out(r) != "alive" {
 				t.Errorf("after the bomb: got %q, want alive", out(r))
+			}
+		})
+
+		t.Run("user namespaces", func(t *testing.T) {
+			r := run(t, sb, "sh", "-c", "unshare -Ur unshare -m true; echo $?")
+			switch {
+			case out(r) != "0":
+			case eng.Name == "podman":
+				// Podman's seccomp profile lets an unprivileged process
+				// create a user namespace (and in it mount and network
+				// namespaces); only a replacement profile could refuse
+				// it. A known gap, not hidden: see AGENTS.md.
+				t.Logf("KNOWN GAP on podman: a tool can create a user namespace (unshare -Ur works)")
+			default:
+				t.Errorf("unshare -Ur then -m: got %q, want a failure", out(r))
+			}
+		})
+
+		t.Run("long command is killed at its timeout with its children", func(t *testing.T) {
+			res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c", "sleep 601 & sleep 602"}, Timeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Stopped != conch.StoppedTimeout {
+				t.Errorf("got stopped %q exit %d, want %q", res.Stopped, res.ExitCode, conch.StoppedTimeout)
+			}
+			if r := run(t, sb, "sh", "-c", "ps -eo args | grep -c '^sleep 60[12]'"); out(r) != "0" {
+				t.Errorf("sleeps left after the timeout: got %q, want 0", out(r))
+			}
+		})
+
+		t.Run("output flood is cut and killed", func(t *testing.T) {
+			var seen int64
+			res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"yes"}, Timeout: 3 * time.Second, OutputLimit: 4096,
+				OnOutput: func(b []byte) { seen += int64(len(b)) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("flood: %d bytes streamed in %s, %d kept, stopped %q", seen, res.Duration.Round(time.Millisecond), len(res.Output), res.Stopped)
+			if len(res.Output) > 4096 || !res.Truncated || res.Stopped == conch.StoppedNone {
+				t.Errorf("got %d bytes kept, truncated %v, stopped %q; want at most 4096, truncated, stopped", len(res.Output), res.Truncated, res.Stopped)
+			}
+			if r := run(t, sb, "sh", "-c", "ps -eo comm | grep -c '^yes$'"); out(r) != "0" {
+				t.Errorf("yes still runs: %q", out(r))
 			}
 		})
 
@@ -209,6 +256,22 @@ for pid in (1, os.getppid()):
         libc.ptrace(17, pid, None, None)
         print("attached to", open("/proc/%d/comm" % pid).read().strip(), "owner", os.stat("/proc/%d" % pid).st_uid, file=sys.stderr)
     print(pid, r, e)`
+
+// rawSocketProbe opens a raw socket and prints the error's name.
+const rawSocketProbe = `import errno, socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    print("opened")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))`
+
+// egressProbe tries to reach a public address.
+const egressProbe = `import socket
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=3)
+    print("connected")
+except OSError:
+    print("blocked")`
 
 // escapedBomb leaves the call's session and forks for ever, each child too,
 // retrying when the pids limit refuses.
