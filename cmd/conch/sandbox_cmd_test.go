@@ -157,7 +157,7 @@ func TestSandboxCommands(t *testing.T) {
 		}
 
 		out, errOut, code = conchRun(t, env, "sandbox inspect cli:ops")
-		for _, want := range []string{"Name:", name, "Hardening (as the engine reports it):", "read-only root", "1000:1000",
+		for _, want := range []string{"Name:", name, "Hardening (as the engine reports it):", "read-only root", "init user", "1001:1001",
 			"check: the active profile is in effect", "/workspace", docker.LabelInstance + "=" + instance} {
 			if code != 0 || !strings.Contains(out, want) {
 				t.Errorf("inspect: exit %d, stderr %q; stdout lacks %q:\n%s", code, errOut, want, out)
