@@ -187,6 +187,14 @@ func TestChaos(t *testing.T) {
 			}
 		}
 		latencies = append(latencies, time.Since(sentAt))
+		if killTimer != nil {
+			// The answer beat the kill: kill now, just after an answer
+			// was printed (the window between sending it and marking
+			// the turn done).
+			p.kill9(t)
+			kills++
+			p = start()
+		}
 	}
 	p.finish(t)
 	elapsed := time.Since(began)
