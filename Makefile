@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages with concurrency, run under the race detector (which needs cgo).
 RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/... ./obs/metrics/...
 
-.PHONY: build test race vet tidy-check staticcheck check fmt bench clean
+.PHONY: build test race vet tidy-check staticcheck check fmt bench chaos clean
 
 build:
 	$(GO) build -tags $(TAGS) -o bin/conch ./cmd/conch
@@ -38,6 +38,13 @@ staticcheck:
 # check is the full gate: formatting, vet, staticcheck, the import-rule test
 # (part of ./...), every test with real components, and the race detector.
 check: vet staticcheck test race
+
+# The long chaos run: 120 messages through the real `conch chat` and a real
+# engine with random SIGKILLs, model faults and a container killed mid-turn
+# (the short version runs with the tests). CONCH_CHAOS_SEED=<n> replays one.
+chaos:
+	CONCH_CHAOS=long CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 60m -count=1 -v -run 'TestChaos' ./cmd/conch/
+	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 20m -count=1 -v -run 'TestHardeningFromInside|TestWorkspaceQuota' ./sandbox/docker/
 
 bench:
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 2s ./gateway/ ./sandbox/... ./terminal/...

@@ -44,6 +44,10 @@ type SandboxConfig struct {
 	Mirror string `toml:"mirror" env:"MIRROR"`
 	// CacheDir keeps the offline image build; "" means <data_dir>/cache.
 	CacheDir string `toml:"cache_dir" env:"CACHE_DIR"`
+	// Disk is each workspace's size limit, sizes as for memory ("2g",
+	// "512MiB"); "" means DefaultSandboxDisk, "0" no limit. An engine that
+	// cannot enforce it stops conch at start (fail closed).
+	Disk string `toml:"disk" env:"DISK"`
 }
 
 // Sandbox defaults for keys left out.
@@ -51,6 +55,7 @@ const (
 	DefaultSandboxIdleStop  = 30 * time.Minute
 	DefaultSandboxRetention = 7 * 24 * time.Hour
 	DefaultSandboxProfile   = "default"
+	DefaultSandboxDisk      = "2g"
 	maxWarmPool             = 64
 )
 
@@ -68,6 +73,20 @@ func (s SandboxConfig) RetentionD() time.Duration {
 		return DefaultSandboxRetention
 	}
 	return s.Retention.D()
+}
+
+// DiskBytes returns sandbox.disk in bytes (its default when unset); 0 means
+// no limit.
+func (s SandboxConfig) DiskBytes() (int64, error) {
+	d := s.Disk
+	if d == "" {
+		d = DefaultSandboxDisk
+	}
+	n, err := ParseSize(d)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox.disk: %w", err)
+	}
+	return n, nil
 }
 
 // ProfileName returns the selected profile's name.
@@ -201,6 +220,11 @@ func (s SandboxConfig) validate() []Problem {
 	}
 	if r, i := s.RetentionD(), s.IdleStopD(); r > 0 && i > 0 && r < i {
 		add("sandbox.retention", fmt.Sprintf("%s is shorter than sandbox.idle_stop %s", r, i), "make the retention at least as long as the idle stop")
+	}
+	if n, err := s.DiskBytes(); err != nil {
+		add("sandbox.disk", err.Error(), `use a size like "2g" or "512MiB", or "0" for no limit`)
+	} else if n > 0 && n < 16<<20 {
+		add("sandbox.disk", fmt.Sprintf("%s is below the minimum of 16MiB", s.Disk), `use a size like "2g", or "0" for no limit`)
 	}
 	if s.WarmPool < 0 || s.WarmPool > maxWarmPool {
 		add("sandbox.warm_pool", fmt.Sprintf("%d is out of range", s.WarmPool), fmt.Sprintf("use 0 to %d", maxWarmPool))

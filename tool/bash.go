@@ -80,7 +80,9 @@ func (b *Bash) Spec() conch.ToolSpec {
 		"refused. Run steps as separate calls, or write a script with write_file and run it (e.g. `bash build.sh`). " +
 		"NAME=value before the program sets an environment variable for it. stdout and stderr come back together with " +
 		fmt.Sprintf("the exit code; long output shows its beginning and end (%d bytes in all). ", b.opts.OutputLimit) +
-		fmt.Sprintf("A run is killed after %s, or sooner with timeout_seconds.", b.opts.Timeout)
+		fmt.Sprintf("A run is killed after %s, or sooner with timeout_seconds. ", b.opts.Timeout) +
+		"Everything a run starts ends with it, background processes included: start long-lived programs " +
+		"(servers, watchers) in a terminal instead."
 	if len(b.opts.Allow) > 0 {
 		desc += " Allowed programs: " + strings.Join(b.opts.Allow, ", ") + "."
 	}

@@ -81,6 +81,7 @@ func TestSandboxCommands(t *testing.T) {
 			"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 			"CONCH_DATA_DIR="+dataDir,
 			"CONCH_MODEL=", "CONCH_MODEL_API_KEY=", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=", "GEMINI_API_KEY=",
+			"CONCH_SANDBOX_DISK=0",
 			"CONCH_SANDBOX_ENGINE="+e.Name,
 			"CONCH_SANDBOX_HOST="+e.Host,
 			"CONCH_SANDBOX_IMAGE="+e.Image,
@@ -156,7 +157,7 @@ func TestSandboxCommands(t *testing.T) {
 		}
 
 		out, errOut, code = conchRun(t, env, "sandbox inspect cli:ops")
-		for _, want := range []string{"Name:", name, "Hardening (as the engine reports it):", "read-only root", "1000:1000",
+		for _, want := range []string{"Name:", name, "Hardening (as the engine reports it):", "read-only root", "init user", "1001:1001",
 			"check: the active profile is in effect", "/workspace", docker.LabelInstance + "=" + instance} {
 			if code != 0 || !strings.Contains(out, want) {
 				t.Errorf("inspect: exit %d, stderr %q; stdout lacks %q:\n%s", code, errOut, want, out)

@@ -548,7 +548,7 @@ func engineSettings(c container.InspectResponse) []Setting {
 		network = "(engine default)"
 	}
 	return []Setting{
-		{"user", c.Config.User},
+		{"init user", c.Config.User}, // the tools run as Hardening.User (an exec option)
 		{"read-only root", strconv.FormatBool(hc.ReadonlyRootfs)},
 		{"privileged", strconv.FormatBool(hc.Privileged)},
 		{"cap drop", list(hc.CapDrop)},

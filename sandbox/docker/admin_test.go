@@ -148,7 +148,7 @@ func TestAdmin(t *testing.T) {
 			for _, s := range d.Hardening {
 				settings[s.Name] = s.Value
 			}
-			for k, want := range map[string]string{"user": "1000:1000", "read-only root": "true", "privileged": "false",
+			for k, want := range map[string]string{"init user": "1001:1001", "read-only root": "true", "privileged": "false",
 				"pids limit": "128", "cpus": "1", "memory": "512 MiB", "init": "true"} {
 				if got := settings[k]; got != want {
 					t.Errorf("hardening %s: got %q, want %q", k, got, want)

@@ -71,7 +71,12 @@ func OptionsFromConfig(c *config.Config, instanceID string) (Options, error) {
 	if err != nil {
 		return Options{}, fmt.Errorf("sandbox.profiles.%s: %w", s.ProfileName(), err)
 	}
+	disk, err := s.DiskBytes()
+	if err != nil {
+		return Options{}, err
+	}
 	o := Options{
+		Disk: disk,
 		Host: s.Host, Engine: s.Engine, InstanceID: instanceID, Image: s.Image,
 		AgentBinary: s.AgentBinary, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
 		Profile: &h, IdleStop: s.IdleStopD(), Retention: s.RetentionD(), WarmPool: s.WarmPool,

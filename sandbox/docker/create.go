@@ -54,8 +54,8 @@ func (r *Runtime) createLocked(ctx context.Context, b *box) error {
 	}
 	labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelConversation: b.key.String()}
 	if !exists {
-		if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels}); err != nil {
-			return r.engineErr("create workspace volume "+vol, err)
+		if err := r.createVolume(ctx, vol, labels); err != nil {
+			return err
 		}
 	}
 	start := r.opts.Now()
@@ -89,7 +89,7 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	}
 	cfg := &container.Config{
 		Image:      r.opts.Image,
-		User:       r.profile.User,
+		User:       r.profile.containerUser(),
 		WorkingDir: WorkspaceDir,
 		Cmd:        slices.Clone(sandboximage.Cmd),
 		Hostname:   "sandbox",
@@ -162,5 +162,6 @@ func (r *Runtime) removeVolume(ctx context.Context, name string) error {
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.engineErr("remove workspace volume "+name, err)
 	}
+	r.removeDiskImage(name)
 	return nil
 }

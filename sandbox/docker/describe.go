@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -78,6 +79,20 @@ func (r *Runtime) Describe(ctx context.Context, key conch.ConversationKey) strin
 	case !last.IsZero():
 		parts = append(parts, "idle "+humanDuration(now.Sub(last)))
 	}
+	if c.State.Running {
+		if cur, limit, ok := r.pids(ctx, c.ID); ok && limit > 0 {
+			if atPidsLimit(cur, limit) {
+				parts = append(parts, fmt.Sprintf("processes %d/%d: at its limit, cannot start programs (recovered on next use)", cur, limit))
+			} else {
+				parts = append(parts, fmt.Sprintf("processes %d/%d", cur, limit))
+			}
+		}
+	}
+	if used, limit, ok := r.diskUse(workspaceVolume(c)); ok {
+		parts = append(parts, fmt.Sprintf("workspace %s of %s used", humanBytes(used), humanBytes(limit)))
+	} else if r.opts.Disk > 0 {
+		parts = append(parts, "workspace without a quota (made before sandbox.disk was set)")
+	}
 	if want, err := r.wantImageHash(ctx); err == nil {
 		if c.Config.Labels[LabelImageHash] == want {
 			parts = append(parts, "image current")
@@ -87,6 +102,30 @@ func (r *Runtime) Describe(ctx context.Context, key conch.ConversationKey) strin
 	}
 	return p + strings.Join(parts, ", ")
 }
+
+// pids reads the container's process count and limit from one stats sample
+// (the limit falls back to the profile's).
+func (r *Runtime) pids(ctx context.Context, id string) (cur, limit int64, ok bool) {
+	res, err := r.api.ContainerStats(ctx, id, client.ContainerStatsOptions{Stream: false})
+	if err != nil {
+		return 0, 0, false
+	}
+	defer res.Body.Close()
+	var raw container.StatsResponse
+	if err := json.NewDecoder(res.Body).Decode(&raw); err != nil {
+		return 0, 0, false
+	}
+	limit = int64(raw.PidsStats.Limit)
+	if limit == 0 || limit > 1<<22 {
+		// Podman's stats leave the limit out: it is the profile's.
+		limit = r.profile.Pids
+	}
+	return int64(raw.PidsStats.Current), limit, true
+}
+
+// atPidsLimit: too few processes are left to start the agent (the engine's
+// exec helper, the agent and its threads).
+func atPidsLimit(cur, limit int64) bool { return limit > 0 && cur+4 > limit }
 
 // describeErr is a reason safe to show in a chat; the detail is logged.
 func (r *Runtime) describeErr(err error) string {

@@ -45,7 +45,7 @@ func (r *Runtime) dialAgent(ctx context.Context, id, name string) (io.ReadWriteC
 	}
 	ex, err := r.api.ExecCreate(ctx, id, client.ExecCreateOptions{
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Cmd: []string{AgentDir + "/" + r.agentName, "sandbox-agent"}, WorkingDir: WorkspaceDir,
+		Cmd: []string{AgentDir + "/" + r.agentName, "sandbox-agent"}, WorkingDir: WorkspaceDir, User: r.profile.User,
 	})
 	if err != nil {
 		if notRunning(err) {
@@ -124,6 +124,7 @@ func resolve(p string) string {
 // attach creates and attaches one exec.
 func (e *engineOps) attach(ctx context.Context, opts client.ExecCreateOptions) (client.HijackedResponse, string, error) {
 	opts.AttachStdout, opts.AttachStderr = true, true
+	opts.User = e.rt.profile.User // the container's own user is init's
 	ex, err := e.rt.api.ExecCreate(ctx, e.id, opts)
 	if err != nil {
 		if notRunning(err) {

@@ -32,8 +32,14 @@ type Hardening struct {
 	NanoCPUs int64
 	// Memory caps memory in bytes (swap included); 0 means no limit.
 	Memory int64
-	// User runs everything as uid[:gid].
+	// User runs the tools (every exec, the in-sandbox agent) as uid[:gid].
 	User string
+	// InitUser runs the container's init and main process as uid[:gid]; ""
+	// means User. A different user from User keeps init out of the tools'
+	// reach: with no capabilities they can neither ptrace nor signal it,
+	// and the agent can end every tool process (kill(-1)) without ending
+	// the container.
+	InitUser string
 	// Network is the network mode: none, or a network name for profiles
 	// that need one (an egress proxy network, never host).
 	Network string
@@ -43,7 +49,7 @@ type Hardening struct {
 
 // DefaultHardening is the default profile (seed 002): read-only root, tmpfs
 // /tmp, no capabilities, no-new-privileges, init, 128 processes, 1 CPU,
-// 512 MiB, uid 1000, no network.
+// 512 MiB, tools as uid 1000 and init as uid 1001, no network.
 func DefaultHardening() Hardening {
 	return Hardening{
 		ReadOnlyRoot:    true,
@@ -55,6 +61,7 @@ func DefaultHardening() Hardening {
 		NanoCPUs:        1e9,
 		Memory:          512 << 20,
 		User:            "1000:1000",
+		InitUser:        "1001:1001",
 		Network:         "none",
 		Ulimits:         []string{"nofile=4096:4096"},
 	}
@@ -207,8 +214,8 @@ func (h Hardening) verify(engine string, c container.InspectResponse) []string {
 	if hc.Memory != h.Memory {
 		add("Memory", h.Memory, hc.Memory)
 	}
-	if c.Config.User != h.User {
-		add("User", h.User, c.Config.User)
+	if c.Config.User != h.containerUser() {
+		add("User", h.containerUser(), c.Config.User)
 	}
 	if string(hc.NetworkMode) != h.Network && !(h.Network == "none" && engine == EnginePodman && hc.NetworkMode == "") {
 		add("NetworkMode", h.Network, hc.NetworkMode)
@@ -226,6 +233,14 @@ func (h Hardening) verify(engine string, c container.InspectResponse) []string {
 		}
 	}
 	return bad
+}
+
+// containerUser is the container's own user: init's and the main process's.
+func (h Hardening) containerUser() string {
+	if h.InitUser != "" {
+		return h.InitUser
+	}
+	return h.User
 }
 
 func isNoNewPrivileges(s string) bool {

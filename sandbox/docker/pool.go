@@ -74,8 +74,8 @@ func (r *Runtime) addPoolContainer(parent context.Context) error {
 	}
 	name := poolPrefix(r.opts.InstanceID) + randomHex(4)
 	labels := map[string]string{LabelInstance: r.opts.InstanceID, LabelPool: "1"}
-	if _, err := r.api.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Labels: labels}); err != nil {
-		return r.engineErr("create pool volume", err)
+	if err := r.createVolume(ctx, name, labels); err != nil {
+		return err
 	}
 	id, err := r.createContainer(ctx, name, name, img, labels)
 	if err != nil {

@@ -66,6 +66,10 @@ type Options struct {
 	Retention time.Duration
 	// SweepEvery is how often idle and retention are checked; 0 derives it.
 	SweepEvery time.Duration
+	// Disk is each workspace's size limit in bytes (its own ext4 image
+	// under DataDir/workspaces, see quota.go); 0 means none. An engine that
+	// cannot enforce it makes New fail (ErrNoDiskQuota).
+	Disk int64
 	// WarmPool keeps this many started, unassigned containers; a new
 	// conversation takes one instead of waiting for a create.
 	WarmPool int
@@ -170,8 +174,8 @@ func (o Options) withDefaults() (Options, Hardening, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.WarmPool < 0 || o.IdleStop < 0 || o.Retention < 0 {
-		return o, Hardening{}, errors.New("sandbox runtime: negative warm pool, idle stop or retention")
+	if o.WarmPool < 0 || o.IdleStop < 0 || o.Retention < 0 || o.Disk < 0 {
+		return o, Hardening{}, errors.New("sandbox runtime: negative warm pool, idle stop, retention or disk")
 	}
 	prof := DefaultHardening()
 	if o.Profile != nil {
@@ -186,6 +190,9 @@ func (o Options) withDefaults() (Options, Hardening, error) {
 // start builds the Runtime over a connected engine and starts its janitor.
 // Unit tests call it with a fake engine.
 func start(o Options, prof Hardening, agentName string, api engineAPI, info Info) (*Runtime, error) {
+	if err := checkDisk(o, info.Engine); err != nil {
+		return nil, err
+	}
 	reg, err := openRegistry(filepath.Join(o.DataDir, "sandboxes.json"))
 	if err != nil {
 		return nil, err

@@ -78,6 +78,16 @@ func TestHardeningFromInside(t *testing.T) {
 			{"no engine socket", []string{"sh", "-c", "ls -d /var/run/docker.sock /run/docker.sock /run/podman/podman.sock " + engine.BaseDir + " 2>/dev/null | wc -l"}, outIs("0"), "none visible"},
 			{"nofile limit", []string{"sh", "-c", "ulimit -n"}, outIs("4096"), "4096"},
 			{"utf-8 locale", []string{"sh", "-c", "echo $LANG"}, outIs("C.UTF-8"), "C.UTF-8"},
+			{"init runs as another user", []string{"stat", "-c", "%u", "/proc/1"}, outIs("1001"), "1001"},
+			{"init cannot be signalled", []string{"kill", "-STOP", "1"}, func(r conch.ExecResult) bool { return r.ExitCode != 0 }, "non-zero exit"},
+			{"ptrace of init and the agent fails", []string{"python3", "-c", ptraceProbe}, func(r conch.ExecResult) bool {
+				f := strings.Fields(out(r))
+				return r.ExitCode == 0 && len(f) == 6 && f[0] == "1" && f[3] != "1" &&
+					f[1] == "-1" && f[2] == "1" && f[4] == "-1" && f[5] == "1"
+			}, "1 -1 1 <agent> -1 1 (EPERM for both)"},
+			{"unshare of mount and network namespaces fails", []string{"sh", "-c", "unshare -m true 2>/dev/null; echo $?; unshare -n true 2>/dev/null; echo $?"}, outFields("1", "1"), "1 1"},
+			{"no raw sockets", []string{"python3", "-c", rawSocketProbe}, outIs("EPERM"), "EPERM"},
+			{"no egress", []string{"python3", "-c", egressProbe}, outIs("blocked"), "blocked"},
 			{"tools present", []string{"sh", "-c", "for c in bash tmux git python3 ps; do command -v $c; done | wc -l"}, outIs("5"), "5"},
 		}
 		for _, p := range probes {
@@ -119,6 +129,97 @@ os.killpg(0, signal.SIGKILL)`
 			}
 		})
 
+		t.Run("user namespaces", func(t *testing.T) {
+			r := run(t, sb, "sh", "-c", "unshare -Ur unshare -m true; echo $?")
+			switch {
+			case out(r) != "0":
+			case eng.Name == "podman":
+				// Podman's seccomp profile lets an unprivileged process
+				// create a user namespace (and in it mount and network
+				// namespaces); only a replacement profile could refuse
+				// it. A known gap, not hidden: see AGENTS.md.
+				t.Logf("KNOWN GAP on podman: a tool can create a user namespace (unshare -Ur works)")
+			default:
+				t.Errorf("unshare -Ur then -m: got %q, want a failure", out(r))
+			}
+		})
+
+		t.Run("long command is killed at its timeout with its children", func(t *testing.T) {
+			res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c", "sleep 601 & sleep 602"}, Timeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Stopped != conch.StoppedTimeout {
+				t.Errorf("got stopped %q exit %d, want %q", res.Stopped, res.ExitCode, conch.StoppedTimeout)
+			}
+			if r := run(t, sb, "sh", "-c", "ps -eo args | grep -c '^sleep 60[12]'"); out(r) != "0" {
+				t.Errorf("sleeps left after the timeout: got %q, want 0", out(r))
+			}
+		})
+
+		t.Run("output flood is cut and killed", func(t *testing.T) {
+			var seen int64
+			res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"yes"}, Timeout: 3 * time.Second, OutputLimit: 4096,
+				OnOutput: func(b []byte) { seen += int64(len(b)) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("flood: %d bytes streamed in %s, %d kept, stopped %q", seen, res.Duration.Round(time.Millisecond), len(res.Output), res.Stopped)
+			if len(res.Output) > 4096 || !res.Truncated || res.Stopped == conch.StoppedNone {
+				t.Errorf("got %d bytes kept, truncated %v, stopped %q; want at most 4096, truncated, stopped", len(res.Output), res.Truncated, res.Stopped)
+			}
+			if r := run(t, sb, "sh", "-c", "ps -eo comm | grep -c '^yes$'"); out(r) != "0" {
+				t.Errorf("yes still runs: %q", out(r))
+			}
+		})
+
+		t.Run("background processes end with the call", func(t *testing.T) {
+			if r := run(t, sb, "sh", "-c", "sleep 600 & echo started"); out(r) != "started" {
+				t.Fatalf("got %q, want started", out(r))
+			}
+			if r := run(t, sb, "sh", "-c", "ps -eo args | grep -c '^sleep 600'"); out(r) != "0" {
+				t.Errorf("sleep 600 processes after the call: got %q, want 0", out(r))
+			}
+		})
+
+		t.Run("fork bomb under timeout ends with the call", func(t *testing.T) {
+			res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"timeout", "10", "bash", "-c", ":(){ :|:& };:"}, Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("bomb: exit %d stopped %q after %s", res.ExitCode, res.Stopped, res.Duration)
+			if r := run(t, sb, "sh", "-c", "ps -eo comm | grep -c '^bash$'"); out(r) != "0" {
+				t.Errorf("bash processes after the call: got %q, want 0", out(r))
+			}
+			if r := run(t, sb, "echo", "alive"); out(r) != "alive" {
+				t.Errorf("after the bomb: got %q, want alive", out(r))
+			}
+		})
+
+		t.Run("fork bomb that leaves its session is recovered", func(t *testing.T) {
+			res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"python3", "-c", escapedBomb}, Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out(res) != "started" {
+				t.Fatalf("got %q (exit %d), want started", out(res), res.ExitCode)
+			}
+			time.Sleep(2 * time.Second) // let it fill the pids limit
+			t.Logf("while the bomb runs: %s", rt.Describe(ctx, key("!hardening:example.org")))
+			start := time.Now()
+			r, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"echo", "alive"}, Timeout: time.Minute})
+			if err != nil || out(r) != "alive" {
+				t.Fatalf("after the bomb: got %q, %v; want alive", out(r), err)
+			}
+			t.Logf("recovered in %s", time.Since(start).Round(time.Millisecond))
+			if r := run(t, sb, "sh", "-c", "ps -eo comm | grep -c '^python3$'"); out(r) != "0" {
+				t.Errorf("bomb processes after recovery: got %q, want 0", out(r))
+			}
+			if d := rt.Describe(ctx, key("!hardening:example.org")); !strings.Contains(d, "processes ") || strings.Contains(d, "at its limit") {
+				t.Errorf("Describe after recovery: got %q, want a process count below the limit", d)
+			}
+		})
+
 		t.Run("memory hog is OOM-killed and reported", func(t *testing.T) {
 			hog := "b = []\nwhile True: b.append(bytearray(32 << 20))"
 			res, err := sb.Exec(ctx, conch.ExecRequest{Argv: []string{"python3", "-c", hog}, Timeout: 2 * time.Minute})
@@ -139,6 +240,54 @@ os.killpg(0, signal.SIGKILL)`
 		})
 	})
 }
+
+// ptraceProbe tries PTRACE_ATTACH on pid 1 and on its parent (the agent)
+// and prints "pid result errno" for each.
+// An attach that succeeds is undone at once (the tracee would stay
+// stopped), and the target's comm and /proc owner go to stderr.
+const ptraceProbe = `import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in (1, os.getppid()):
+    ctypes.set_errno(0)
+    r = libc.ptrace(16, pid, None, None)
+    e = ctypes.get_errno()
+    if r == 0:
+        os.waitpid(pid, 0x40000000)
+        libc.ptrace(17, pid, None, None)
+        print("attached to", open("/proc/%d/comm" % pid).read().strip(), "owner", os.stat("/proc/%d" % pid).st_uid, file=sys.stderr)
+    print(pid, r, e)`
+
+// rawSocketProbe opens a raw socket and prints the error's name.
+const rawSocketProbe = `import errno, socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    print("opened")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))`
+
+// egressProbe tries to reach a public address.
+const egressProbe = `import socket
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=3)
+    print("connected")
+except OSError:
+    print("blocked")`
+
+// escapedBomb leaves the call's session and forks for ever, each child too,
+// retrying when the pids limit refuses.
+const escapedBomb = `import os, time
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        try:
+            if os.fork() == 0:
+                try:
+                    os.setsid()
+                except OSError:
+                    pass
+        except OSError:
+            time.sleep(0.05)
+print("started", flush=True)`
 
 func outIs(want string) func(conch.ExecResult) bool {
 	return func(r conch.ExecResult) bool { return r.ExitCode == 0 && out(r) == want }

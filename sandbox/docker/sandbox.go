@@ -130,11 +130,46 @@ func do[T any](ctx context.Context, s *Sandbox, op func(sandboxOps) (T, error)) 
 				if before {
 					return err
 				}
+			} else if s.recoverPids(ctx) {
+				return err
 			}
 		}
 		return backoff.Permanent(err)
 	}, nil)
 	return v, err
+}
+
+// recoverPids restarts the container, keeping its workspace, when it has
+// reached its process limit: then not even the agent can start (a fork
+// bomb that left its call, found by a restarted conch). It reports whether
+// it restarted the container.
+func (s *Sandbox) recoverPids(ctx context.Context) bool {
+	r := s.rt
+	cur, limit, ok := r.pids(ctx, s.ID())
+	if !ok || !atPidsLimit(cur, limit) {
+		return false
+	}
+	b, err := r.relock(ctx, s.b.Load())
+	if err != nil {
+		return false
+	}
+	defer b.unlock()
+	b.closeOpsLocked()
+	r.log.Warn("sandbox at its process limit: restarting it (the workspace is kept)",
+		"conversation", b.key.String(), "container", b.name, "pids", cur, "limit", limit)
+	timeout := 0
+	_, err = r.api.ContainerStop(ctx, b.id, client.ContainerStopOptions{Timeout: &timeout})
+	if err == nil {
+		_, err = r.api.ContainerStart(ctx, b.id, client.ContainerStartOptions{})
+	}
+	if err != nil {
+		r.log.Warn("restart sandbox at its process limit", "container", b.name, "err", err)
+		b.running = false
+		return false
+	}
+	r.audit(ctx, "sandbox_restart", b.key, map[string]any{"container": b.name, "id": b.id,
+		"reason": "process limit reached", "pids": cur, "limit": limit})
+	return true
 }
 
 // stoppedSince reports whether the container is not running, and whether it

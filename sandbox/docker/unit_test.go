@@ -261,7 +261,7 @@ func TestVerify(t *testing.T) {
 	h := DefaultHardening()
 	good := func() container.InspectResponse {
 		hc, _ := h.hostConfig(EngineDocker)
-		return container.InspectResponse{HostConfig: hc, Config: &container.Config{User: h.User}}
+		return container.InspectResponse{HostConfig: hc, Config: &container.Config{User: h.InitUser}}
 	}
 	if bad := h.verify(EngineDocker, good()); len(bad) != 0 {
 		t.Fatalf("what was asked: got %v, want no mismatch", bad)

@@ -78,27 +78,46 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 		return result{}, fmt.Errorf("exec: output pipe: %w", err)
 	}
 	defer pr.Close()
-	cmd := &exec.Cmd{
-		Path:        prog,
-		Args:        req.Argv,
-		Env:         env,
-		Dir:         dir,
-		Stdout:      pw,
-		Stderr:      pw,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	newCmd := func() *exec.Cmd {
+		return &exec.Cmd{
+			Path:   prog,
+			Args:   req.Argv,
+			Env:    env,
+			Dir:    dir,
+			Stdout: pw,
+			Stderr: pw,
+			// A session of its own (and so a process group): everything the
+			// program starts without leaving it ends with the call.
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		}
 	}
+	cmd := newCmd()
 	var sr, sw *os.File
 	if req.Stdin {
 		if sr, sw, err = os.Pipe(); err != nil {
 			pw.Close()
 			return result{}, fmt.Errorf("exec: input pipe: %w", err)
 		}
-		cmd.Stdin = sr
 		defer sw.Close()
+	}
+	if sr != nil {
+		cmd.Stdin = sr
 	}
 	oomBefore := c.srv.oomKills()
 	start := time.Now()
 	err = cmd.Start()
+	if errors.Is(err, syscall.EAGAIN) && c.srv.ReclaimProcesses {
+		// The sandbox cannot fork: something escaped its call and filled
+		// the pids limit. End every tool process and try once more.
+		n := reclaimProcesses()
+		c.log.Warn("agent: fork failed (process limit reached); killed the sandbox's tool processes", "killed_rounds", n)
+		fmt.Fprintf(os.Stderr, "fork failed (EAGAIN): the sandbox reached its process limit; killed its tool processes\n")
+		cmd = newCmd()
+		if sr != nil {
+			cmd.Stdin = sr
+		}
+		err = cmd.Start()
+	}
 	pw.Close()
 	if sr != nil {
 		sr.Close()
@@ -133,6 +152,10 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 
 	werr := cmd.Wait()
 	dur := time.Since(start)
+	// The call is over: what it left running in its session goes too
+	// (`sleep 600 &`, a fork bomb under timeout). Long-lived programs
+	// belong in terminals, whose tmux server has a session of its own.
+	killGroup(pgid)
 	close(procDone)
 	if sw != nil {
 		_ = sw.SetWriteDeadline(time.Now()) // unblock a write to a program that stopped reading
@@ -170,6 +193,35 @@ func killWhenDone(ctx context.Context, timeoutMS int64, kill func(conch.StoppedR
 		stopKiller()
 		cancelExec()
 	}
+}
+
+// killGroup kills process group pgid until no member is left: a member
+// forking while the signal is delivered can add one.
+func killGroup(pgid int) {
+	for i := 0; i < 100; i++ {
+		if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+			return // ESRCH: the group is empty
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// reclaimProcesses kills every process the agent may signal except itself
+// and pid 1 (kill(-1)), repeating until none is left or a second passed,
+// and returns how many rounds it took. In a sandbox the agent shares its
+// uid only with the tools' processes: init and the container's main
+// process run as another user, so they stay.
+func reclaimProcesses() int {
+	deadline := time.Now().Add(time.Second)
+	n := 0
+	for time.Now().Before(deadline) {
+		n++
+		if err := syscall.Kill(-1, syscall.SIGKILL); err != nil {
+			break // ESRCH: nothing left to signal
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
 }
 
 // exitResult describes how a program ended; stopped is why it was killed,

@@ -39,6 +39,11 @@ type Server struct {
 	DrainGrace time.Duration
 	// Logger receives protocol problems; nil discards them.
 	Logger *slog.Logger
+	// ReclaimProcesses lets the agent kill every process it may signal
+	// (kill(-1), all but itself and pid 1) when a program cannot be started
+	// because fork fails with EAGAIN (the pids limit). Only for an agent in
+	// a sandbox, where init runs as another user: never in tests on a host.
+	ReclaimProcesses bool
 }
 
 // Serve runs the agent with default settings over r and w until r ends, a
@@ -47,15 +52,32 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer) error {
 	return (&Server{}).Serve(ctx, r, w)
 }
 
-// ServeStdio is the whole `conch sandbox-agent` command: it serves over the
-// process's stdin and stdout, turns SIGPIPE into write errors (so a broken
-// stream ends the agent cleanly and its programs are killed) and stops on
-// SIGTERM or SIGINT.
+// ServeStdio is the whole `conch sandbox-agent` command: it makes itself
+// untraceable by the tools (see SetNotDumpable), serves over the process's
+// stdin and stdout, turns SIGPIPE into write errors (so a broken stream ends
+// the agent cleanly and its programs are killed) and stops on SIGTERM or
+// SIGINT. It reclaims the sandbox's processes when fork fails.
 func ServeStdio(ctx context.Context) error {
+	if err := SetNotDumpable(); err != nil {
+		return fmt.Errorf("sandbox agent: %w", err)
+	}
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return Serve(ctx, os.Stdin, os.Stdout)
+	return (&Server{ReclaimProcesses: true}).Serve(ctx, os.Stdin, os.Stdout)
+}
+
+// SetNotDumpable clears the calling process's dumpable flag
+// (prctl(PR_SET_DUMPABLE, 0)): a process of the same uid without
+// CAP_SYS_PTRACE can then no longer ptrace it or read its memory, and its
+// /proc files belong to root. Programs it starts are dumpable again after
+// their execve, so the tools can still debug their own programs.
+func SetNotDumpable() error {
+	const prSetDumpable = 4
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetDumpable, 0, 0); errno != 0 {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", errno)
+	}
+	return nil
 }
 
 // sconn is one served connection.

@@ -11,6 +11,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -375,13 +377,34 @@ func AgentBinary(tb testing.TB) string {
 			agentErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 			return
 		}
-		agentPath = filepath.Join(bin, "conch")
+		// Content-addressed: test processes of other checkouts build their
+		// own agent into the same cache, and a shared name let one
+		// replace the other's binary under a running test.
+		sum, err := fileSHA(tmp)
+		if err != nil {
+			agentErr = err
+			return
+		}
+		agentPath = filepath.Join(bin, "conch-"+sum[:16])
 		agentErr = os.Rename(tmp, agentPath)
 	})
 	if agentErr != nil {
 		tb.Fatalf("agent binary: %v", agentErr)
 	}
 	return agentPath
+}
+
+func fileSHA(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func moduleRoot() (string, error) {
