@@ -45,8 +45,10 @@ type SandboxConfig struct {
 	// CacheDir keeps the offline image build; "" means <data_dir>/cache.
 	CacheDir string `toml:"cache_dir" env:"CACHE_DIR"`
 	// Disk is each workspace's size limit, sizes as for memory ("2g",
-	// "512MiB"); "" means DefaultSandboxDisk, "0" no limit. An engine that
-	// cannot enforce it stops conch at start (fail closed).
+	// "512MiB"), "0" for no limit, or "auto" (also ""): DefaultSandboxDisk
+	// where the engine can enforce it, else no limit with a warning. An
+	// explicit size that the engine cannot enforce stops conch at start
+	// (fail closed).
 	Disk string `toml:"disk" env:"DISK"`
 }
 
@@ -75,11 +77,15 @@ func (s SandboxConfig) RetentionD() time.Duration {
 	return s.Retention.D()
 }
 
-// DiskBytes returns sandbox.disk in bytes (its default when unset); 0 means
+// DiskAuto reports whether sandbox.disk is "auto" (or unset): the default
+// quota where the engine can enforce one, none (with a warning) elsewhere.
+func (s SandboxConfig) DiskAuto() bool { return s.Disk == "" || s.Disk == "auto" }
+
+// DiskBytes returns sandbox.disk in bytes (the default for "auto"); 0 means
 // no limit.
 func (s SandboxConfig) DiskBytes() (int64, error) {
 	d := s.Disk
-	if d == "" {
+	if s.DiskAuto() {
 		d = DefaultSandboxDisk
 	}
 	n, err := ParseSize(d)
@@ -222,7 +228,7 @@ func (s SandboxConfig) validate() []Problem {
 		add("sandbox.retention", fmt.Sprintf("%s is shorter than sandbox.idle_stop %s", r, i), "make the retention at least as long as the idle stop")
 	}
 	if n, err := s.DiskBytes(); err != nil {
-		add("sandbox.disk", err.Error(), `use a size like "2g" or "512MiB", or "0" for no limit`)
+		add("sandbox.disk", err.Error(), `use a size like "2g" or "512MiB", "0" for no limit, or "auto"`)
 	} else if n > 0 && n < 16<<20 {
 		add("sandbox.disk", fmt.Sprintf("%s is below the minimum of 16MiB", s.Disk), `use a size like "2g", or "0" for no limit`)
 	}

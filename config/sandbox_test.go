@@ -137,3 +137,17 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxDiskAuto(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		auto bool
+		n    int64
+	}{{"", true, 2 << 30}, {"auto", true, 2 << 30}, {"0", false, 0}, {"512MiB", false, 512 << 20}} {
+		s := SandboxConfig{Disk: tc.v}
+		n, err := s.DiskBytes()
+		if err != nil || n != tc.n || s.DiskAuto() != tc.auto {
+			t.Errorf("disk %q: got %d auto=%v (%v), want %d auto=%v", tc.v, n, s.DiskAuto(), err, tc.n, tc.auto)
+		}
+	}
+}

@@ -81,9 +81,6 @@ func testEnv(srv *fakellm.Server, provider fakellm.Provider, dir string) []strin
 		"CONCH_MODEL_API_KEY=test-key",
 		"CONCH_MODEL=test-model",
 		"CONCH_SANDBOX_ENGINE=none",
-		// Docker cannot enforce a workspace quota (conch refuses to start
-		// with one); the sandbox package tests the quota on Podman.
-		"CONCH_SANDBOX_DISK=0",
 		"CONCH_AGENT_RETRY_BASE=10ms",
 	)
 }

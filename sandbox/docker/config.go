@@ -76,7 +76,7 @@ func OptionsFromConfig(c *config.Config, instanceID string) (Options, error) {
 		return Options{}, err
 	}
 	o := Options{
-		Disk: disk,
+		Disk: disk, DiskAuto: s.DiskAuto(),
 		Host: s.Host, Engine: s.Engine, InstanceID: instanceID, Image: s.Image,
 		AgentBinary: s.AgentBinary, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
 		Profile: &h, IdleStop: s.IdleStopD(), Retention: s.RetentionD(), WarmPool: s.WarmPool,

@@ -70,6 +70,10 @@ type Options struct {
 	// under DataDir/workspaces, see quota.go); 0 means none. An engine that
 	// cannot enforce it makes New fail (ErrNoDiskQuota).
 	Disk int64
+	// DiskAuto: Disk is the default, not the operator's choice; an engine
+	// that cannot enforce it runs without a quota (with a warning) instead
+	// of refusing to start.
+	DiskAuto bool
 	// WarmPool keeps this many started, unassigned containers; a new
 	// conversation takes one instead of waiting for a create.
 	WarmPool int
@@ -191,7 +195,11 @@ func (o Options) withDefaults() (Options, Hardening, error) {
 // Unit tests call it with a fake engine.
 func start(o Options, prof Hardening, agentName string, api engineAPI, info Info) (*Runtime, error) {
 	if err := checkDisk(o, info.Engine); err != nil {
-		return nil, err
+		if !o.DiskAuto || !errors.Is(err, ErrNoDiskQuota) {
+			return nil, err
+		}
+		o.Logger.Warn("workspaces have no size limit: this engine cannot enforce one here (Podman can); set sandbox.disk = \"0\" to silence this", "engine", info.Engine, "err", err)
+		o.Disk = 0
 	}
 	reg, err := openRegistry(filepath.Join(o.DataDir, "sandboxes.json"))
 	if err != nil {
