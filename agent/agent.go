@@ -188,7 +188,7 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 		// lastTokens is the provider's count of the previous call (input +
 		// output), lastLen the view's length right after its answer.
 		lastTokens, lastLen int
-		preStops   int
+		preStops            int
 	)
 	if managed {
 		// The provider's count of the conversation's newest call (maybe
