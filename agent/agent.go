@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/internal/backoff"
 )
 
 // Recorder persists what a turn produces. conch.TurnStore satisfies it.
@@ -87,7 +88,7 @@ func New(opts Options) (*Agent, error) {
 		opts.Retry.Cap = time.Minute
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sleep
+		opts.Sleep = backoff.Sleep
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -469,16 +470,5 @@ func (a *Agent) record(ctx context.Context, turn conch.TurnID, kind conch.StepKi
 	}
 	if err := a.opts.Recorder.RecordStep(context.WithoutCancel(ctx), conch.Step{Turn: turn, Kind: kind, Detail: b, At: a.opts.Now()}); err != nil {
 		a.opts.Logger.Error("record step", "kind", kind, "err", err)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/internal/backoff"
 	"conch/terminal"
 )
 
@@ -72,7 +73,7 @@ func (w *SandboxWaiter) waitExit(ctx context.Context, key conch.ConversationKey,
 		info, err := m.AwaitExit(ctx, n, recovered)
 		if terminal.IsDetached(err) {
 			recovered = true
-			if err := sleepCtx(ctx, time.Second); err != nil {
+			if err := backoff.Sleep(ctx, time.Second); err != nil {
 				return "", err
 			}
 			continue
@@ -98,7 +99,7 @@ func (w *SandboxWaiter) waitMatch(ctx context.Context, key conch.ConversationKey
 		}
 		line, err := m.AwaitOutput(ctx, n, re)
 		if terminal.IsDetached(err) {
-			if err := sleepCtx(ctx, time.Second); err != nil {
+			if err := backoff.Sleep(ctx, time.Second); err != nil {
 				return "", err
 			}
 			continue
@@ -129,7 +130,7 @@ func (w *SandboxWaiter) waitFile(ctx context.Context, key conch.ConversationKey,
 			}
 			return spec.Path + " changed.", nil
 		}
-		if err := sleepCtx(ctx, d); err != nil {
+		if err := backoff.Sleep(ctx, d); err != nil {
 			return "", err
 		}
 	}
@@ -152,15 +153,4 @@ func FileStamp(ctx context.Context, sb conch.Sandbox, p string) (string, error) 
 		}
 	}
 	return "", nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"conch/internal/backoff"
 )
 
 // State is what an observation found a terminal doing.
@@ -247,7 +249,7 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 	// has not arrived yet (neither the shell's exit marker nor tmux's
 	// pane_dead_status): look again briefly rather than report exit 0.
 	for tries := 0; err == nil && tries < 40 && m.exitPending(t, info); tries++ {
-		if err = sleepCtx(ctx, 25*time.Millisecond); err == nil {
+		if err = backoff.Sleep(ctx, 25*time.Millisecond); err == nil {
 			lines, info, startAbs, err = m.capture(ctx, t)
 		}
 	}
@@ -489,17 +491,4 @@ func (r WaitResult) String() string {
 		parts = append(parts, fmt.Sprintf("(waited %s; not everything has finished: call terminal_wait again to keep waiting)", r.Elapsed.Round(100*time.Millisecond)))
 	}
 	return strings.Join(parts, "\n\n")
-}
-
-// sleepCtx waits d: a required pause (a dead pane's status on its way), not
-// a stand-in for a signal.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

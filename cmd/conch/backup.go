@@ -2,11 +2,8 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
-
-	"conch/sqlite"
 )
 
 func (a *app) backupCmd() *cobra.Command {
@@ -18,14 +15,7 @@ events) to FILE. It is safe while conch up runs. To restore, stop conch and
 put the copy in place of <data_dir>/conch.db.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := a.loadConfig()
-			if err != nil {
-				return err
-			}
-			if err := prepareDataDir(cfg.DataDir, false); err != nil {
-				return err
-			}
-			db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+			db, _, err := a.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}

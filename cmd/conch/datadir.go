@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"conch/config"
 	"conch/internal/flock"
+	"conch/sqlite"
 )
 
 // The data dir holds the user's conversations: it is theirs alone (0700,
@@ -81,4 +84,23 @@ func lockDataDir(dir string) (unlock func(), err error) {
 			"Stop it first, or give this one its own CONCH_DATA_DIR", dir, who)
 	}
 	return unlock, err
+}
+
+// openStore opens the store of the configured data dir for an operator
+// command (backup, pairing, schedules, transcript, memory): no model
+// configuration is needed, and a missing store in a used data dir is refused
+// as for a gateway.
+func (a *app) openStore(ctx context.Context) (*sqlite.DB, *config.Config, error) {
+	cfg, err := config.Load(a.configPath, os.Environ())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := prepareDataDir(cfg.DataDir, false); err != nil {
+		return nil, nil, err
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, cfg, nil
 }

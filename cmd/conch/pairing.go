@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -22,14 +21,8 @@ gets a one-time code and nothing else. Approve the code here; the sender is
 then admitted (also by a running conch up) until revoked.`,
 	}
 	open := func(cmd *cobra.Command) (*sqlite.DB, error) {
-		cfg, err := a.loadConfig()
-		if err != nil {
-			return nil, err
-		}
-		if err := prepareDataDir(cfg.DataDir, false); err != nil {
-			return nil, err
-		}
-		return sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+		db, _, err := a.openStore(cmd.Context())
+		return db, err
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +13,6 @@ import (
 
 	"conch"
 	"conch/agent"
-	"conch/config"
 	"conch/sqlite"
 )
 
@@ -40,14 +37,7 @@ seen a summary instead of older turns; the transcript always shows everything.`,
 			if format != "jsonl" && format != "md" {
 				return fmt.Errorf("--format %q: use jsonl or md", format)
 			}
-			cfg, err := config.Load(a.configPath, os.Environ())
-			if err != nil {
-				return err
-			}
-			if err := prepareDataDir(cfg.DataDir, false); err != nil {
-				return err
-			}
-			db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+			db, _, err := a.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}

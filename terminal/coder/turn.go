@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/internal/backoff"
 )
 
 // sendAndWait types text (through a file when long), presses Enter until
@@ -36,7 +37,7 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, progress func(stri
 	if err := input(ctx, text); err != nil {
 		return res, fmt.Errorf("coding agent: type: %w", err)
 	}
-	if err := sleepCtx(ctx, c.p.enterDelay()); err != nil {
+	if err := backoff.Sleep(ctx, c.p.enterDelay()); err != nil {
 		return res, err
 	}
 	if err := c.pressEnter(ctx, text, start); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"conch/internal/backoff"
 )
 
 // watch calls check with the screen whenever the session changed (at most
@@ -40,7 +42,7 @@ func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (
 		select {
 		case <-ch:
 			// Let a burst of output (a spinner) land before looking.
-			if err := sleepCtx(ctx, minGap); err != nil {
+			if err := backoff.Sleep(ctx, minGap); err != nil {
 				return err
 			}
 		case <-timer.C:
@@ -94,17 +96,4 @@ func elide(lines []string, inline, head, tail int) string {
 	fmt.Fprintf(&b, "\n[… %d lines not shown …]\n", len(lines)-head-tail)
 	b.WriteString(strings.Join(lines[len(lines)-tail:], "\n"))
 	return b.String()
-}
-
-// sleepCtx waits d: a required delay (the CLI ignores an Enter sooner), not
-// a stand-in for a signal.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
