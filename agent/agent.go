@@ -149,172 +149,37 @@ type Result struct {
 // fatal model error, exhausted retries, a broken tool, cancellation);
 // conch.UserMessage(err) is the text to show.
 func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
-	system, err := a.systemPrompt(ctx, in.Env)
+	t, err := a.startTurn(ctx, in)
 	if err != nil {
 		return Result{}, err
 	}
-	key := in.Env.Conversation
-	managed := a.opts.Context != nil && a.window() > 0 && key != (conch.ConversationKey{})
-	var view contextView
-	if managed {
-		if view, err = a.loadView(ctx, key); err != nil {
-			return Result{}, err
-		}
+	if t.answered != "" {
+		return Result{Text: t.answered}, nil
 	}
-	if len(view.msgs) == 0 {
-		managed = false
-		view = contextView{msgs: repairHistory(in.History)}
-	}
-	if len(view.msgs) == 0 {
-		return Result{}, errors.New("run turn: empty history")
-	}
-	// A turn resumed after its answer was stored but before it was
-	// delivered has nothing left to compute.
-	if last := view.msgs[len(view.msgs)-1]; last.Role == conch.RoleAssistant && len(last.ToolCalls) == 0 && last.Text != "" {
-		return Result{Text: last.Text}, nil
-	}
-	emit := in.Events
-	if emit == nil {
-		emit = func(conch.EventData) {}
-	}
-	env := in.Env
-	if env.Progress == nil {
-		env.Progress = func(text string) { emit(conch.ToolProgress{Text: text}) }
-	}
-
-	var (
-		res        Result
-		lastCall   string
-		toolErrors int
-		// lastTokens is the provider's count of the previous call (input +
-		// output), lastLen the view's length right after its answer.
-		lastTokens, lastLen int
-		preStops            int
-	)
-	if managed {
-		// The provider's count of the conversation's newest call (maybe
-		// from an earlier turn or before a restart) plus this turn's
-		// messages: those added since the call, or more.
-		st, err := a.opts.Context.ContextStatus(ctx, key)
+	for step := 0; step < a.opts.MaxTurns; step++ {
+		req, used, err := t.request(ctx)
 		if err != nil {
-			return Result{}, fmt.Errorf("load context status: %w", err)
+			return t.res, err
 		}
-		if st.Tokens > 0 {
-			lastTokens, lastLen = st.Tokens, len(view.msgs)
-			for lastLen > 0 && view.pos[lastLen-1].Turn == in.Turn {
-				lastLen--
-			}
-		}
-	}
-	add := func(m conch.Message) {
-		view.msgs = append(view.msgs, m)
-		if view.pos != nil {
-			view.pos = append(view.pos, conch.HistoryPos{Turn: in.Turn})
-		}
-	}
-	for turn := 0; turn < a.opts.MaxTurns; turn++ {
-		req := conch.ModelRequest{
-			System: withSummary(system, view.summary), Messages: a.requestMessages(view, in.Turn), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
-		}
-		used := estimateRequest(req)
-		if lastTokens > 0 {
-			used = max(used, lastTokens+estimateMessages(view.msgs[lastLen:]))
-		}
-		if managed && used > int(float64(a.window())*CompactAt) {
-			v, calls, err := a.compact(ctx, in.Turn, key, used)
-			res.ModelCalls += calls
-			switch {
-			case errors.Is(err, errNoCut):
-				a.opts.Logger.Warn("context over the compaction threshold with nothing left to compact", "turn", in.Turn, "tokens", used, "window", a.window())
-			case err != nil:
-				return res, err
-			default:
-				view, lastTokens = v, 0
-				req.System, req.Messages = withSummary(system, view.summary), a.requestMessages(view, in.Turn)
-				if used = estimateRequest(req); used > int(float64(a.window())*CompactAt) {
-					a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", in.Turn, "tokens", used, "window", a.window())
-				}
-			}
-		}
-		resp, calls, err := a.generate(ctx, in.Turn, req, "", emit)
-		res.ModelCalls += calls
+		resp, err := t.generate(ctx, req, used)
 		if err != nil {
+			return t.res, err
+		}
+		if len(resp.ToolCalls) == 0 {
+			done, err := t.answer(ctx, resp)
+			if err != nil {
+				return t.res, err
+			}
+			if done {
+				return t.res, nil
+			}
+			continue
+		}
+		if res, done, err := t.toolCalls(ctx, resp); done {
 			return res, err
 		}
-		use := conch.ContextUse{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Window: a.window()}
-		if use.InputTokens == 0 {
-			use.InputTokens = used
-		}
-		emit(use)
-		if managed {
-			if err := a.opts.Context.RecordContextUse(context.WithoutCancel(ctx), key, use); err != nil {
-				a.opts.Logger.Error("record context use", "turn", in.Turn, "err", err)
-			}
-		}
-		lastTokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
-		msg := conch.Message{Role: conch.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}
-		if len(resp.ToolCalls) == 0 {
-			if resp.Text == "" {
-				msg.Text = "(The model returned an empty answer.)"
-			}
-			if resp.StopReason == conch.StopMaxTokens {
-				msg.Text += "\n\n(The answer was cut off at the model's output limit.)"
-			}
-			if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, msg); err != nil {
-				return res, fmt.Errorf("record answer: %w", err)
-			}
-			if note, ok := a.preStop(ctx, in.Turn, env, msg.Text, &preStops); ok {
-				if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, note); err != nil {
-					return res, fmt.Errorf("record pre-stop issues: %w", err)
-				}
-				add(msg)
-				lastLen = len(view.msgs)
-				add(note)
-				continue
-			}
-			res.Text = msg.Text
-			return res, nil
-		}
-		if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, msg); err != nil {
-			return res, fmt.Errorf("record tool calls: %w", err)
-		}
-		add(msg)
-		lastLen = len(view.msgs)
-
-		for i, call := range resp.ToolCalls {
-			sig := call.Name + "\x00" + canonicalJSON(call.Arguments)
-			if sig == lastCall {
-				// Answer the remaining calls so the history stays valid.
-				a.skipCalls(ctx, in.Turn, resp.ToolCalls[i:], "not run: the same call was just made")
-				return a.stop(ctx, in.Turn, res, StopRepeatedCall,
-					fmt.Sprintf("I stopped because I was about to repeat the same `%s` call twice in a row, which means I was stuck. Tell me how you would like to proceed.", call.Name))
-			}
-			lastCall = sig
-			out, err := a.runTool(ctx, in.Turn, env, call, emit)
-			if err != nil {
-				a.skipCalls(ctx, in.Turn, resp.ToolCalls[i:], "not run: the turn ended with an error")
-				return res, err
-			}
-			tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
-				CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
-			}}
-			if err := a.opts.Recorder.AppendMessage(ctx, in.Turn, tm); err != nil {
-				return res, fmt.Errorf("record tool result: %w", err)
-			}
-			add(tm)
-			if out.IsError {
-				toolErrors++
-			} else {
-				toolErrors = 0
-			}
-			if toolErrors >= a.opts.MaxToolErrors {
-				a.skipCalls(ctx, in.Turn, resp.ToolCalls[i+1:], "not run: too many tool errors in a row")
-				return a.stop(ctx, in.Turn, res, StopToolErrors,
-					fmt.Sprintf("I stopped after %d tool errors in a row. The last one (`%s`) said:\n\n%s", toolErrors, call.Name, clip(out.Content, 500)))
-			}
-		}
 	}
-	return a.stop(ctx, in.Turn, res, StopMaxTurns,
+	return a.stop(ctx, in.Turn, t.res, StopMaxTurns,
 		fmt.Sprintf("I stopped after %d steps without finishing (the configured limit). Say \"continue\" to let me go on.", a.opts.MaxTurns))
 }
 

@@ -1,0 +1,233 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"conch"
+)
+
+// turnRun is the state of one Run: the model's view of the conversation and
+// the counters the breakers and the context estimate use.
+type turnRun struct {
+	a       *Agent
+	in      Input
+	key     conch.ConversationKey
+	system  string
+	managed bool
+	view    contextView
+	env     conch.ToolEnv
+	emit    conch.EventSink
+
+	res        Result
+	lastCall   string
+	toolErrors int
+	// lastTokens is the provider's count of the previous call (input +
+	// output), lastLen the view's length right after its answer.
+	lastTokens, lastLen int
+	preStops            int
+	// answered is the stored answer of a turn resumed after it was stored
+	// but before it was delivered; such a turn has nothing left to compute.
+	answered string
+}
+
+// startTurn prepares a turn: the system prompt, the model's view (from the
+// store when the context is managed, else the given history), the event
+// sink and the provider's last token count.
+func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
+	system, err := a.systemPrompt(ctx, in.Env)
+	if err != nil {
+		return nil, err
+	}
+	t := &turnRun{a: a, in: in, key: in.Env.Conversation, system: system}
+	t.managed = a.opts.Context != nil && a.window() > 0 && t.key != (conch.ConversationKey{})
+	if t.managed {
+		if t.view, err = a.loadView(ctx, t.key); err != nil {
+			return nil, err
+		}
+	}
+	if len(t.view.msgs) == 0 {
+		t.managed = false
+		t.view = contextView{msgs: repairHistory(in.History)}
+	}
+	if len(t.view.msgs) == 0 {
+		return nil, errors.New("run turn: empty history")
+	}
+	// A turn resumed after its answer was stored but before it was
+	// delivered has nothing left to compute.
+	if last := t.view.msgs[len(t.view.msgs)-1]; last.Role == conch.RoleAssistant && len(last.ToolCalls) == 0 && last.Text != "" {
+		t.answered = last.Text
+		return t, nil
+	}
+	t.emit = in.Events
+	if t.emit == nil {
+		t.emit = func(conch.EventData) {}
+	}
+	t.env = in.Env
+	if t.env.Progress == nil {
+		emit := t.emit
+		t.env.Progress = func(text string) { emit(conch.ToolProgress{Text: text}) }
+	}
+	if t.managed {
+		if err := t.loadStatus(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+// loadStatus starts the estimate from the provider's count of the
+// conversation's newest call (maybe from an earlier turn or before a
+// restart) plus this turn's messages: those added since the call, or more.
+func (t *turnRun) loadStatus(ctx context.Context) error {
+	st, err := t.a.opts.Context.ContextStatus(ctx, t.key)
+	if err != nil {
+		return fmt.Errorf("load context status: %w", err)
+	}
+	if st.Tokens > 0 {
+		t.lastTokens, t.lastLen = st.Tokens, len(t.view.msgs)
+		for t.lastLen > 0 && t.view.pos[t.lastLen-1].Turn == t.in.Turn {
+			t.lastLen--
+		}
+	}
+	return nil
+}
+
+// add appends a message of this turn to the model's view.
+func (t *turnRun) add(m conch.Message) {
+	t.view.msgs = append(t.view.msgs, m)
+	if t.view.pos != nil {
+		t.view.pos = append(t.view.pos, conch.HistoryPos{Turn: t.in.Turn})
+	}
+}
+
+// request builds the next model request and estimates its size; when the
+// context is managed and over the threshold it compacts first.
+func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) {
+	a := t.a
+	req := conch.ModelRequest{
+		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
+	}
+	used := estimateRequest(req)
+	if t.lastTokens > 0 {
+		used = max(used, t.lastTokens+estimateMessages(t.view.msgs[t.lastLen:]))
+	}
+	if t.managed && used > int(float64(a.window())*CompactAt) {
+		v, calls, err := a.compact(ctx, t.in.Turn, t.key, used)
+		t.res.ModelCalls += calls
+		switch {
+		case errors.Is(err, errNoCut):
+			a.opts.Logger.Warn("context over the compaction threshold with nothing left to compact", "turn", t.in.Turn, "tokens", used, "window", a.window())
+		case err != nil:
+			return req, used, err
+		default:
+			t.view, t.lastTokens = v, 0
+			req.System, req.Messages = withSummary(t.system, t.view.summary), a.requestMessages(t.view, t.in.Turn)
+			if used = estimateRequest(req); used > int(float64(a.window())*CompactAt) {
+				a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", t.in.Turn, "tokens", used, "window", a.window())
+			}
+		}
+	}
+	return req, used, nil
+}
+
+// generate calls the model with req and reports the context use (emitted,
+// and stored when the context is managed).
+func (t *turnRun) generate(ctx context.Context, req conch.ModelRequest, used int) (conch.ModelResponse, error) {
+	a := t.a
+	resp, calls, err := a.generate(ctx, t.in.Turn, req, "", t.emit)
+	t.res.ModelCalls += calls
+	if err != nil {
+		return resp, err
+	}
+	use := conch.ContextUse{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Window: a.window()}
+	if use.InputTokens == 0 {
+		use.InputTokens = used
+	}
+	t.emit(use)
+	if t.managed {
+		if err := a.opts.Context.RecordContextUse(context.WithoutCancel(ctx), t.key, use); err != nil {
+			a.opts.Logger.Error("record context use", "turn", t.in.Turn, "err", err)
+		}
+	}
+	t.lastTokens = resp.Usage.InputTokens + resp.Usage.OutputTokens
+	return resp, nil
+}
+
+// answer handles a response without tool calls: it stores the answer and
+// asks the pre-stop hooks. done is false when their issues were handed
+// back and the loop goes on.
+func (t *turnRun) answer(ctx context.Context, resp conch.ModelResponse) (done bool, err error) {
+	a := t.a
+	msg := conch.Message{Role: conch.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}
+	if resp.Text == "" {
+		msg.Text = "(The model returned an empty answer.)"
+	}
+	if resp.StopReason == conch.StopMaxTokens {
+		msg.Text += "\n\n(The answer was cut off at the model's output limit.)"
+	}
+	if err := a.opts.Recorder.AppendMessage(ctx, t.in.Turn, msg); err != nil {
+		return true, fmt.Errorf("record answer: %w", err)
+	}
+	if note, ok := a.preStop(ctx, t.in.Turn, t.env, msg.Text, &t.preStops); ok {
+		if err := a.opts.Recorder.AppendMessage(ctx, t.in.Turn, note); err != nil {
+			return true, fmt.Errorf("record pre-stop issues: %w", err)
+		}
+		t.add(msg)
+		t.lastLen = len(t.view.msgs)
+		t.add(note)
+		return false, nil
+	}
+	t.res.Text = msg.Text
+	return true, nil
+}
+
+// toolCalls stores the model's tool calls and runs them in order, applying
+// the repeated-call and consecutive-error breakers. done is true when the
+// turn ends here (a breaker or an error).
+func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Result, bool, error) {
+	a, turn := t.a, t.in.Turn
+	msg := conch.Message{Role: conch.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}
+	if err := a.opts.Recorder.AppendMessage(ctx, turn, msg); err != nil {
+		return t.res, true, fmt.Errorf("record tool calls: %w", err)
+	}
+	t.add(msg)
+	t.lastLen = len(t.view.msgs)
+
+	for i, call := range resp.ToolCalls {
+		sig := call.Name + "\x00" + canonicalJSON(call.Arguments)
+		if sig == t.lastCall {
+			// Answer the remaining calls so the history stays valid.
+			a.skipCalls(ctx, turn, resp.ToolCalls[i:], "not run: the same call was just made")
+			res, err := a.stop(ctx, turn, t.res, StopRepeatedCall,
+				fmt.Sprintf("I stopped because I was about to repeat the same `%s` call twice in a row, which means I was stuck. Tell me how you would like to proceed.", call.Name))
+			return res, true, err
+		}
+		t.lastCall = sig
+		out, err := a.runTool(ctx, turn, t.env, call, t.emit)
+		if err != nil {
+			a.skipCalls(ctx, turn, resp.ToolCalls[i:], "not run: the turn ended with an error")
+			return t.res, true, err
+		}
+		tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
+			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
+		}}
+		if err := a.opts.Recorder.AppendMessage(ctx, turn, tm); err != nil {
+			return t.res, true, fmt.Errorf("record tool result: %w", err)
+		}
+		t.add(tm)
+		if out.IsError {
+			t.toolErrors++
+		} else {
+			t.toolErrors = 0
+		}
+		if t.toolErrors >= a.opts.MaxToolErrors {
+			a.skipCalls(ctx, turn, resp.ToolCalls[i+1:], "not run: too many tool errors in a row")
+			res, err := a.stop(ctx, turn, t.res, StopToolErrors,
+				fmt.Sprintf("I stopped after %d tool errors in a row. The last one (`%s`) said:\n\n%s", t.toolErrors, call.Name, clip(out.Content, 500)))
+			return res, true, err
+		}
+	}
+	return t.res, false, nil
+}
