@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"conch"
@@ -113,14 +114,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	g := c.g
 	log := g.log.With("conversation", c.key, "turn", t.ID)
 	if t.Attempts >= g.opts.MaxAttempts {
-		log.Warn("turn abandoned after too many attempts", "attempts", t.Attempts)
-		if err := g.opts.Store.FinishTurn(ctx, t.ID, conch.TurnAbandoned, "too_many_attempts"); err != nil {
-			log.Error("record abandoned turn", "err", err)
-		}
-		g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnAbandoned, Reason: "too_many_attempts"})
-		g.send(ctx, t.ID, c.reply(t, conch.OutboundNotice, fmt.Sprintf(
-			"I could not finish your message (“%s”) after %d attempts, so I gave up on it. Send it again if you still need it.",
-			clip(t.Inbound.Text, 80), t.Attempts)))
+		c.abandon(ctx, t, log)
 		return
 	}
 	t, err := g.opts.Store.StartTurn(ctx, t.ID)
@@ -169,6 +163,28 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	prog.close()
 	stopTyping()
 
+	c.settle(ctx, t, log, res, err)
+}
+
+// abandon gives up on a turn that was attempted too often: it is recorded as
+// abandoned and the person is told to send the message again.
+func (c *conversation) abandon(ctx context.Context, t conch.Turn, log *slog.Logger) {
+	g := c.g
+	log.Warn("turn abandoned after too many attempts", "attempts", t.Attempts)
+	if err := g.opts.Store.FinishTurn(ctx, t.ID, conch.TurnAbandoned, "too_many_attempts"); err != nil {
+		log.Error("record abandoned turn", "err", err)
+	}
+	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnAbandoned, Reason: "too_many_attempts"})
+	g.send(ctx, t.ID, c.reply(t, conch.OutboundNotice, fmt.Sprintf(
+		"I could not finish your message (“%s”) after %d attempts, so I gave up on it. Send it again if you still need it.",
+		clip(t.Inbound.Text, 80), t.Attempts)))
+}
+
+// settle ends a turn after the agent ran: it delivers the answer and finishes
+// the turn, or records a stop, a cancellation, an interruption by shutdown
+// or a failure, by the context's cause and the agent's error.
+func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logger, res agent.Result, err error) {
+	g := c.g
 	switch cause := context.Cause(ctx); {
 	case err == nil:
 		// The answer is already stored with the turn; a crash before
