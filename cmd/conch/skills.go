@@ -27,29 +27,40 @@ func (a *app) skillsCmd() *cobra.Command {
 			"The model sees the enabled skills' names and descriptions and loads one with the skill tool;\n" +
 			"their files are read-only in every sandbox at " + skill.SandboxPath + "/<name>.",
 	}
-	// open loads the configuration and the store; close releases the store.
-	open := func(ctx context.Context) (*config.Config, *skill.Manager, func(), error) {
-		cfg, err := config.Load(a.configPath, os.Environ())
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return nil, nil, nil, fmt.Errorf("data_dir %s: %w (set CONCH_DATA_DIR to a writable directory)", cfg.DataDir, err)
-		}
-		db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
-		if err != nil {
-			return nil, nil, nil, fmt.Errorf("open store: %w", err)
-		}
-		// The sandbox directory is refreshed too, so running sandboxes see
-		// an enable or disable at once.
-		return cfg, newSkills(cfg, db, true, nil), func() { db.Close() }, nil
+	cmd.AddCommand(a.skillsListCmd(), a.skillsInfoCmd())
+	cmd.AddCommand(&cobra.Command{Use: "enable NAME", Short: "Enable a skill", Args: cobra.ExactArgs(1), RunE: a.setSkillState(true)})
+	cmd.AddCommand(&cobra.Command{Use: "disable NAME", Short: "Disable a skill (the model no longer sees it)", Args: cobra.ExactArgs(1), RunE: a.setSkillState(false)})
+	cmd.AddCommand(a.skillsCreateCmd())
+	return cmd
+}
+
+// openSkills loads the configuration and the store; the returned func
+// releases the store.
+func (a *app) openSkills(ctx context.Context) (*config.Config, *skill.Manager, func(), error) {
+	cfg, err := config.Load(a.configPath, os.Environ())
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	cmd.AddCommand(&cobra.Command{
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("data_dir %s: %w (set CONCH_DATA_DIR to a writable directory)", cfg.DataDir, err)
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open store: %w", err)
+	}
+	// The sandbox directory is refreshed too, so running sandboxes see
+	// an enable or disable at once.
+	return cfg, newSkills(cfg, db, true, nil), func() { db.Close() }, nil
+}
+
+// skillsListCmd is conch skills list.
+func (a *app) skillsListCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List skills: name, source, enabled or disabled, description; then broken ones with the reason",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, m, done, err := open(cmd.Context())
+			_, m, done, err := a.openSkills(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -88,13 +99,17 @@ func (a *app) skillsCmd() *cobra.Command {
 			}
 			return nil
 		},
-	})
-	cmd.AddCommand(&cobra.Command{
+	}
+}
+
+// skillsInfoCmd is conch skills info NAME.
+func (a *app) skillsInfoCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "info NAME",
 		Short: "Show a skill: where it is, its fields, files, warnings and instructions",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, m, done, err := open(cmd.Context())
+			_, m, done, err := a.openSkills(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -113,74 +128,83 @@ func (a *app) skillsCmd() *cobra.Command {
 				}
 				return noSkill(args[0], c)
 			}
-			state := "enabled"
-			if !s.Enabled {
-				state = "disabled"
-			}
-			w := a.stdout
-			fmt.Fprintf(w, "name:          %s\nstate:         %s\nsource:        %s\nlocation:      %s\n", s.Name, state, s.Source, s.Location)
-			if loc := m.Location(s); loc != "" {
-				fmt.Fprintf(w, "in sandboxes:  %s (read-only)\n", loc)
-			}
-			if len(s.Shadows) > 0 {
-				fmt.Fprintf(w, "overrides:     %s\n", joinSources(s.Shadows))
-			}
-			fmt.Fprintf(w, "description:   %s\n", s.Description)
-			if s.License != "" {
-				fmt.Fprintf(w, "license:       %s\n", s.License)
-			}
-			if s.Compatibility != "" {
-				fmt.Fprintf(w, "compatibility: %s\n", s.Compatibility)
-			}
-			if len(s.AllowedTools) > 0 {
-				fmt.Fprintf(w, "allowed-tools: %s\n", strings.Join(s.AllowedTools, " "))
-			}
-			if len(s.Metadata) > 0 {
-				keys := make([]string, 0, len(s.Metadata))
-				for k := range s.Metadata {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					fmt.Fprintf(w, "metadata:      %s = %s\n", k, s.Metadata[k])
-				}
-			}
-			fmt.Fprintf(w, "files:         %s\n", strings.Join(s.Files, ", "))
-			for _, warn := range s.Warnings {
-				fmt.Fprintf(w, "warning:       %s\n", warn)
-			}
-			fmt.Fprintf(w, "\n%s\n", s.Body)
+			a.printSkill(m, s)
 			return nil
 		},
-	})
-	setState := func(on bool) func(cmd *cobra.Command, args []string) error {
-		return func(cmd *cobra.Command, args []string) error {
-			_, m, done, err := open(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer done()
-			c, err := m.Catalog(cmd.Context())
-			if err != nil {
-				return err
-			}
-			s, ok := c.Find(args[0])
-			if !ok {
-				return noSkill(args[0], c)
-			}
-			if err := m.SetEnabled(cmd.Context(), s.Name, on); err != nil {
-				return err
-			}
-			verb := "enabled"
-			if !on {
-				verb = "disabled"
-			}
-			fmt.Fprintf(a.stdout, "%s %s (from the next turn of every conversation)\n", verb, s.Name)
-			return nil
+	}
+}
+
+// printSkill writes one skill's fields, files, warnings and instructions.
+func (a *app) printSkill(m *skill.Manager, s skill.Skill) {
+	state := "enabled"
+	if !s.Enabled {
+		state = "disabled"
+	}
+	w := a.stdout
+	fmt.Fprintf(w, "name:          %s\nstate:         %s\nsource:        %s\nlocation:      %s\n", s.Name, state, s.Source, s.Location)
+	if loc := m.Location(s); loc != "" {
+		fmt.Fprintf(w, "in sandboxes:  %s (read-only)\n", loc)
+	}
+	if len(s.Shadows) > 0 {
+		fmt.Fprintf(w, "overrides:     %s\n", joinSources(s.Shadows))
+	}
+	fmt.Fprintf(w, "description:   %s\n", s.Description)
+	if s.License != "" {
+		fmt.Fprintf(w, "license:       %s\n", s.License)
+	}
+	if s.Compatibility != "" {
+		fmt.Fprintf(w, "compatibility: %s\n", s.Compatibility)
+	}
+	if len(s.AllowedTools) > 0 {
+		fmt.Fprintf(w, "allowed-tools: %s\n", strings.Join(s.AllowedTools, " "))
+	}
+	if len(s.Metadata) > 0 {
+		keys := make([]string, 0, len(s.Metadata))
+		for k := range s.Metadata {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "metadata:      %s = %s\n", k, s.Metadata[k])
 		}
 	}
-	cmd.AddCommand(&cobra.Command{Use: "enable NAME", Short: "Enable a skill", Args: cobra.ExactArgs(1), RunE: setState(true)})
-	cmd.AddCommand(&cobra.Command{Use: "disable NAME", Short: "Disable a skill (the model no longer sees it)", Args: cobra.ExactArgs(1), RunE: setState(false)})
+	fmt.Fprintf(w, "files:         %s\n", strings.Join(s.Files, ", "))
+	for _, warn := range s.Warnings {
+		fmt.Fprintf(w, "warning:       %s\n", warn)
+	}
+	fmt.Fprintf(w, "\n%s\n", s.Body)
+}
+
+// setSkillState is conch skills enable/disable NAME.
+func (a *app) setSkillState(on bool) func(cmd *cobra.Command, args []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		_, m, done, err := a.openSkills(cmd.Context())
+		if err != nil {
+			return err
+		}
+		defer done()
+		c, err := m.Catalog(cmd.Context())
+		if err != nil {
+			return err
+		}
+		s, ok := c.Find(args[0])
+		if !ok {
+			return noSkill(args[0], c)
+		}
+		if err := m.SetEnabled(cmd.Context(), s.Name, on); err != nil {
+			return err
+		}
+		verb := "enabled"
+		if !on {
+			verb = "disabled"
+		}
+		fmt.Fprintf(a.stdout, "%s %s (from the next turn of every conversation)\n", verb, s.Name)
+		return nil
+	}
+}
+
+// skillsCreateCmd is conch skills create NAME.
+func (a *app) skillsCreateCmd() *cobra.Command {
 	var description string
 	create := &cobra.Command{
 		Use:   "create NAME",
@@ -205,8 +229,7 @@ func (a *app) skillsCmd() *cobra.Command {
 		},
 	}
 	create.Flags().StringVar(&description, "description", "", "what the skill does and when to use it")
-	cmd.AddCommand(create)
-	return cmd
+	return create
 }
 
 func joinSources(ss []skill.Source) string {
