@@ -247,8 +247,9 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 	lines, info, startAbs, err := m.capture(ctx, t)
 	// A pane known to be dead (tmux renamed its window) whose exit status
 	// has not arrived yet (neither the shell's exit marker nor tmux's
-	// pane_dead_status): look again briefly rather than report exit 0.
-	for tries := 0; err == nil && tries < 40 && m.exitPending(t, info); tries++ {
+	// pane_dead_status): look again briefly rather than report exit 0. On a
+	// loaded machine tmux can take more than a second to record it.
+	for tries := 0; err == nil && tries < 200 && m.exitPending(t, info); tries++ {
 		if err = backoff.Sleep(ctx, 25*time.Millisecond); err == nil {
 			lines, info, startAbs, err = m.capture(ctx, t)
 		}
