@@ -232,10 +232,6 @@ func (sc *serviceCmds) status(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(path); err != nil {	path, err := sc.where(sc.userUnit)
-	if err != nil {
-		return err
-	}
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no conch service is installed (%s): run conch service install%s", path, map[bool]string{true: " --user", false: ""}[sc.userUnit])
 	}
@@ -252,10 +248,6 @@ func (sc *serviceCmds) status(ctx context.Context) error {
 // remove its unit; the data directory stays.
 func (sc *serviceCmds) uninstall(ctx context.Context) error {
 	path, err := sc.where(sc.userUnit)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(path); errors.Is	path, err := sc.where(sc.userUnit)
 	if err != nil {
 		return err
 	}
