@@ -20,16 +20,24 @@ func (a *app) pairingCmd() *cobra.Command {
 gets a one-time code and nothing else. Approve the code here; the sender is
 then admitted (also by a running conch up) until revoked.`,
 	}
-	open := func(cmd *cobra.Command) (*sqlite.DB, error) {
-		db, _, err := a.openStore(cmd.Context())
-		return db, err
-	}
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(a.pairingListCmd(), a.pairingApproveCmd(), a.pairingRevokeCmd())
+	return cmd
+}
+
+// openPairings opens the store for the pairing subcommands.
+func (a *app) openPairings(cmd *cobra.Command) (*sqlite.DB, error) {
+	db, _, err := a.openStore(cmd.Context())
+	return db, err
+}
+
+// pairingListCmd is conch pairing list.
+func (a *app) pairingListCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List pending codes and approved senders",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			db, err := open(cmd)
+			db, err := a.openPairings(cmd)
 			if err != nil {
 				return err
 			}
@@ -49,13 +57,17 @@ then admitted (also by a running conch up) until revoked.`,
 			}
 			return tw.Flush()
 		},
-	})
-	cmd.AddCommand(&cobra.Command{
+	}
+}
+
+// pairingApproveCmd is conch pairing approve CODE.
+func (a *app) pairingApproveCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "approve CODE",
 		Short: "Admit the sender a code was given to",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			db, err := open(cmd)
+			db, err := a.openPairings(cmd)
 			if err != nil {
 				return err
 			}
@@ -67,8 +79,12 @@ then admitted (also by a running conch up) until revoked.`,
 			fmt.Fprintf(a.stdout, "approved %s on %s; they can write now\n", p.Sender, p.Channel)
 			return nil
 		},
-	})
-	cmd.AddCommand(&cobra.Command{
+	}
+}
+
+// pairingRevokeCmd is conch pairing revoke CHANNEL:SENDER.
+func (a *app) pairingRevokeCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "revoke CHANNEL:SENDER",
 		Short: "Withdraw an approval (e.g. telegram:123456789)",
 		Args:  cobra.ExactArgs(1),
@@ -77,7 +93,7 @@ then admitted (also by a running conch up) until revoked.`,
 			if err != nil {
 				return fmt.Errorf("want CHANNEL:SENDER, e.g. telegram:123456789: %w", err)
 			}
-			db, err := open(cmd)
+			db, err := a.openPairings(cmd)
 			if err != nil {
 				return err
 			}
@@ -92,6 +108,5 @@ then admitted (also by a running conch up) until revoked.`,
 			fmt.Fprintf(a.stdout, "revoked %s\n", args[0])
 			return nil
 		},
-	})
-	return cmd
+	}
 }

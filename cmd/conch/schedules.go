@@ -26,39 +26,49 @@ func (a *app) schedulesCmd() *cobra.Command {
 		Use:   "schedules",
 		Short: "List or cancel the conversations' scheduled wakes and watches",
 	}
-	open := func(cmd *cobra.Command) (*schedule.Scheduler, conch.ConversationKey, func(), error) {
-		var key conch.ConversationKey
-		if conv != "" {
-			var err error
-			if key, err = conch.ParseConversationKey(conv); err != nil {
-				return nil, key, nil, fmt.Errorf("--conversation: %w (e.g. matrix:!room:example.org)", err)
-			}
-		}
-		cfg, err := config.Load(a.configPath, os.Environ())
-		if err != nil {
-			return nil, key, nil, err
-		}
-		if err := prepareDataDir(cfg.DataDir, false); err != nil {
-			return nil, key, nil, err
-		}
-		db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
-		if err != nil {
-			return nil, key, nil, err
-		}
-		s, err := schedule.New(schedule.Options{Store: db, Submitter: noSubmitter{}})
-		if err != nil {
-			db.Close()
-			return nil, key, nil, err
-		}
-		return s, key, func() { db.Close() }, nil
-	}
 	cmd.PersistentFlags().StringVar(&conv, "conversation", "", "only this conversation, as channel:id")
-	cmd.AddCommand(&cobra.Command{
+	cmd.AddCommand(a.schedulesListCmd(&conv), a.schedulesCancelCmd(&conv))
+	return cmd
+}
+
+// openSchedules opens the store and a scheduler over it, and parses
+// --conversation (conv) into the key to filter by; the returned func closes
+// the store.
+func (a *app) openSchedules(cmd *cobra.Command, conv string) (*schedule.Scheduler, conch.ConversationKey, func(), error) {
+	var key conch.ConversationKey
+	if conv != "" {
+		var err error
+		if key, err = conch.ParseConversationKey(conv); err != nil {
+			return nil, key, nil, fmt.Errorf("--conversation: %w (e.g. matrix:!room:example.org)", err)
+		}
+	}
+	cfg, err := config.Load(a.configPath, os.Environ())
+	if err != nil {
+		return nil, key, nil, err
+	}
+	if err := prepareDataDir(cfg.DataDir, false); err != nil {
+		return nil, key, nil, err
+	}
+	db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+	if err != nil {
+		return nil, key, nil, err
+	}
+	s, err := schedule.New(schedule.Options{Store: db, Submitter: noSubmitter{}})
+	if err != nil {
+		db.Close()
+		return nil, key, nil, err
+	}
+	return s, key, func() { db.Close() }, nil
+}
+
+// schedulesListCmd is conch schedules list.
+func (a *app) schedulesListCmd(conv *string) *cobra.Command {
+	return &cobra.Command{
 		Use:   "list",
 		Short: "List scheduled wakes and watches",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, key, done, err := open(cmd)
+			s, key, done, err := a.openSchedules(cmd, *conv)
 			if err != nil {
 				return err
 			}
@@ -78,13 +88,17 @@ func (a *app) schedulesCmd() *cobra.Command {
 			}
 			return tw.Flush()
 		},
-	})
-	cmd.AddCommand(&cobra.Command{
+	}
+}
+
+// schedulesCancelCmd is conch schedules cancel ID.
+func (a *app) schedulesCancelCmd(conv *string) *cobra.Command {
+	return &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a scheduled wake or watch",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, key, done, err := open(cmd)
+			s, key, done, err := a.openSchedules(cmd, *conv)
 			if err != nil {
 				return err
 			}
@@ -99,8 +113,7 @@ func (a *app) schedulesCmd() *cobra.Command {
 			fmt.Fprintf(a.stdout, "cancelled %s\n", args[0])
 			return nil
 		},
-	})
-	return cmd
+	}
 }
 
 // noSubmitter stands in for the gateway where entries are only listed and
