@@ -78,20 +78,7 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 		return result{}, fmt.Errorf("exec: output pipe: %w", err)
 	}
 	defer pr.Close()
-	newCmd := func() *exec.Cmd {
-		return &exec.Cmd{
-			Path:   prog,
-			Args:   req.Argv,
-			Env:    env,
-			Dir:    dir,
-			Stdout: pw,
-			Stderr: pw,
-			// A session of its own (and so a process group): everything the
-			// program starts without leaving it ends with the call.
-			SysProcAttr: &syscall.SysProcAttr{Setsid: true},
-		}
-	}
-	cmd := newCmd()
+	newCmd := func() *exec.Cmd { return toolCmd(prog, req.Argv, env, dir, pw) }
 	var sr, sw *os.File
 	if req.Stdin {
 		if sr, sw, err = os.Pipe(); err != nil {
@@ -100,24 +87,9 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 		}
 		defer sw.Close()
 	}
-	if sr != nil {
-		cmd.Stdin = sr
-	}
 	oomBefore := c.srv.oomKills()
 	start := time.Now()
-	err = cmd.Start()
-	if errors.Is(err, syscall.EAGAIN) && c.srv.ReclaimProcesses {
-		// The sandbox cannot fork: something escaped its call and filled
-		// the pids limit. End every tool process and try once more.
-		n := reclaimProcesses()
-		c.log.Warn("agent: fork failed (process limit reached); killed the sandbox's tool processes", "killed_rounds", n)
-		fmt.Fprintf(os.Stderr, "fork failed (EAGAIN): the sandbox reached its process limit; killed its tool processes\n")
-		cmd = newCmd()
-		if sr != nil {
-			cmd.Stdin = sr
-		}
-		err = cmd.Start()
-	}
+	cmd, err := c.startReclaiming(newCmd, sr)
 	pw.Close()
 	if sr != nil {
 		sr.Close()
@@ -173,6 +145,46 @@ func (c *sconn) exec(st *sstream, req request) (result, error) {
 		res.OOM = c.srv.oomKills() > oomBefore
 	}
 	return res, nil
+}
+
+// toolCmd is the command of one exec call, its output (stdout and stderr
+// together) going to out.
+func toolCmd(prog string, argv, env []string, dir string, out *os.File) *exec.Cmd {
+	return &exec.Cmd{
+		Path:   prog,
+		Args:   argv,
+		Env:    env,
+		Dir:    dir,
+		Stdout: out,
+		Stderr: out,
+		// A session of its own (and so a process group): everything the
+		// program starts without leaving it ends with the call.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+}
+
+// startReclaiming starts the command newCmd builds, reading stdin when it is
+// not nil. When the sandbox cannot fork (EAGAIN) and ReclaimProcesses is set,
+// it ends every tool process and tries once more with a new command.
+func (c *sconn) startReclaiming(newCmd func() *exec.Cmd, stdin *os.File) (*exec.Cmd, error) {
+	cmd := newCmd()
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	err := cmd.Start()
+	if errors.Is(err, syscall.EAGAIN) && c.srv.ReclaimProcesses {
+		// The sandbox cannot fork: something escaped its call and filled
+		// the pids limit. End every tool process and try once more.
+		n := reclaimProcesses()
+		c.log.Warn("agent: fork failed (process limit reached); killed the sandbox's tool processes", "killed_rounds", n)
+		fmt.Fprintf(os.Stderr, "fork failed (EAGAIN): the sandbox reached its process limit; killed its tool processes\n")
+		cmd = newCmd()
+		if stdin != nil {
+			cmd.Stdin = stdin
+		}
+		err = cmd.Start()
+	}
+	return cmd, err
 }
 
 // killWhenDone calls kill when ctx ends (StoppedCanceled) or the timeout
