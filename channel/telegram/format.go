@@ -405,33 +405,8 @@ func splitHTML(h string, limit int) []string {
 	start := 0        // token index where the current piece starts
 	prefix := ""      // reopened tags for the current piece
 	count := 0
-	type cut struct {
-		at    int // index of the separator token (dropped)
-		stack []token
-		count int
-	}
-	var nl, sp *cut
-	closeAll := func(st []token) string {
-		var b strings.Builder
-		for i := len(st) - 1; i >= 0; i-- {
-			b.WriteString("</" + st[i].tag + ">")
-		}
-		return b.String()
-	}
-	openAll := func(st []token) string {
-		var b strings.Builder
-		for _, t := range st {
-			b.WriteString(t.s)
-		}
-		return b.String()
-	}
-	join := func(from, to int) string {
-		var b strings.Builder
-		for _, t := range toks[from:to] {
-			b.WriteString(t.s)
-		}
-		return b.String()
-	}
+	var nl, sp *htmlCut
+	join := func(from, to int) string { return joinTokens(toks[from:to]) }
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
 		switch {
@@ -448,24 +423,19 @@ func splitHTML(h string, limit int) []string {
 			continue
 		}
 		if count+t.units > limit {
-			c := nl
-			if c == nil || c.count < limit/2 {
-				if sp != nil && (c == nil || sp.count > c.count) {
-					c = sp
-				}
-			}
+			c := pickCut(nl, sp, limit)
 			var piece string
 			var next int
 			var st []token
 			if c != nil && c.count > 0 {
-				piece = prefix + join(start, c.at) + closeAll(c.stack)
+				piece = prefix + join(start, c.at) + closeTags(c.stack)
 				next, st = c.at+1, c.stack
 			} else {
-				piece = prefix + join(start, i) + closeAll(stack)
+				piece = prefix + join(start, i) + closeTags(stack)
 				next, st = i, cloneTags(stack)
 			}
 			out = append(out, piece)
-			prefix = openAll(st)
+			prefix = joinTokens(st)
 			start = next
 			// Replay the tags and text between the cut and i.
 			stack = cloneTags(st)
@@ -476,13 +446,51 @@ func splitHTML(h string, limit int) []string {
 		}
 		count += t.units
 		if t.s == "\n" {
-			nl = &cut{at: i, stack: cloneTags(stack), count: count - 1}
+			nl = &htmlCut{at: i, stack: cloneTags(stack), count: count - 1}
 		} else if t.s == " " {
-			sp = &cut{at: i, stack: cloneTags(stack), count: count - 1}
+			sp = &htmlCut{at: i, stack: cloneTags(stack), count: count - 1}
 		}
 	}
 	out = append(out, prefix+join(start, len(toks)))
 	return out
+}
+
+// htmlCut is a place splitHTML may cut a piece at.
+type htmlCut struct {
+	at    int // index of the separator token (dropped)
+	stack []token
+	count int
+}
+
+// pickCut chooses where to cut a piece that would exceed limit: at the last
+// newline, unless that leaves less than half the piece and the last space
+// leaves more; nil when there is neither.
+func pickCut(nl, sp *htmlCut, limit int) *htmlCut {
+	c := nl
+	if c == nil || c.count < limit/2 {
+		if sp != nil && (c == nil || sp.count > c.count) {
+			c = sp
+		}
+	}
+	return c
+}
+
+// closeTags closes the open tags st, innermost first.
+func closeTags(st []token) string {
+	var b strings.Builder
+	for i := len(st) - 1; i >= 0; i-- {
+		b.WriteString("</" + st[i].tag + ">")
+	}
+	return b.String()
+}
+
+// joinTokens concatenates the tokens' text (for open tags: reopens them).
+func joinTokens(ts []token) string {
+	var b strings.Builder
+	for _, t := range ts {
+		b.WriteString(t.s)
+	}
+	return b.String()
 }
 
 func cloneTags(st []token) []token { return append([]token(nil), st...) }
