@@ -273,7 +273,8 @@ func (g *Gateway) resume(ctx context.Context) error {
 	return nil
 }
 
-// alreadyQueued is enqueue's position for a turn that was queued already.
+// alreadyQueued is enqueue's position for a turn that was queued already
+// (or that Run's resume will queue).
 const alreadyQueued = -1
 
 // enqueue adds a turn to its conversation's queue and returns its position
@@ -282,7 +283,9 @@ func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.ctx == nil {
-		return 0, errors.New("gateway: not running")
+		// Not running yet: the turn is stored, and Run's resume queues it
+		// (resume reads the store after ctx is set, so nothing is missed).
+		return alreadyQueued, nil
 	}
 	c := g.convs[t.Key]
 	if c == nil {

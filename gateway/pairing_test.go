@@ -95,3 +95,19 @@ func TestPairingCodeExpiresAndAllowlistChannelStaysSilent(t *testing.T) {
 		t.Fatalf("sent %v to an unknown sender on an allowlist channel", e.ch.Sent())
 	}
 }
+
+// TestSubmitBeforeRunIsQueuedByResume: a message submitted before Run
+// started (a scheduler firing missed wakes at start) is answered, once.
+func TestSubmitBeforeRunIsQueuedByResume(t *testing.T) {
+	e := newEnv(t, nil)
+	e.model.Push(fake.Text("woke up"))
+	if _, err := e.gw.Submit(context.Background(), conch.Inbound{Key: conch.ConversationKey{Channel: cli, ID: "early"}, Text: "wake", Origin: conch.Origin{Kind: conch.OriginSchedule}}); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitFor("the answer", func(out []conch.Outbound) bool { return len(out) == 1 && out[0].Text == "woke up" })
+	e.idle()
+	if n := len(e.model.Requests()); n != 1 {
+		t.Fatalf("model asked %d times, want 1", n)
+	}
+}
