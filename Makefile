@@ -16,7 +16,7 @@ build:
 test:
 	$(GO) test -tags $(TAGS) -timeout 25m ./...
 	# A build without the goolm tag keeps encrypted Matrix messages and says so.
-	$(GO) test -timeout 5m -run 'TestEncrypted' ./channel/matrix/
+	$(GO) test -timeout 5m -run 'TestEncryptedRoomFailsClosed' ./channel/matrix/
 
 race:
 	CGO_ENABLED=1 $(GO) test -race -short -tags $(TAGS) -timeout 15m $(RACE_PKGS)
