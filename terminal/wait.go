@@ -228,7 +228,7 @@ func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
 	if err != nil || obs.State == StateGone {
 		return obs, err
 	}
-	obs.Text = elide(fresh, m.o.InlineLines, m.o.HeadLines, m.o.TailLines)
+	obs.Text = Elide(fresh, m.o.InlineLines, m.o.HeadLines, m.o.TailLines)
 	if obs.State == StateExited && t.n != CodeTTY {
 		archive, err := m.closeTTY(ctx, t)
 		if err != nil {
@@ -269,7 +269,7 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 		screen = screen[len(screen)-info.height:]
 	}
 	t.mark = info.hist
-	t.seen = trimBlankTail(slices.Clone(screen))
+	t.seen = TrimBlankTail(slices.Clone(screen))
 	obs.Command = info.current
 	t.current = info.current
 	exited, dead := t.exited, t.dead || info.dead
@@ -317,7 +317,7 @@ func freshLocked(t *tty, lines []string, startAbs int) []string {
 	for i < len(lines) && i < len(seen) && lines[i] == seen[i] {
 		i++
 	}
-	return trimBlankTail(lines[i:])
+	return TrimBlankTail(lines[i:])
 }
 
 // screen returns the visible screen of t, trailing blank lines dropped.
@@ -332,7 +332,7 @@ func (m *Manager) screen(ctx context.Context, t *tty) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("screen of terminal %d: %w", t.n, err)
 	}
-	return trimBlankTail(lines), nil
+	return TrimBlankTail(lines), nil
 }
 
 // send runs tmux commands on t's control client.
@@ -417,16 +417,17 @@ func (m *Manager) forget(ctx context.Context, t *tty) {
 	_ = m.reg.DeleteTerminal(ctx, m.o.Scope, t.n)
 }
 
-func trimBlankTail(lines []string) []string {
+// TrimBlankTail drops trailing blank lines (a screen's unused rows).
+func TrimBlankTail(lines []string) []string {
 	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
 		lines = lines[:len(lines)-1]
 	}
 	return lines
 }
 
-// elide shows lines whole when there are at most inline of them, else the
+// Elide shows lines whole when there are at most inline of them, else the
 // first head and the last tail with the gap marked.
-func elide(lines []string, inline, head, tail int) string {
+func Elide(lines []string, inline, head, tail int) string {
 	if len(lines) <= inline {
 		return strings.Join(lines, "\n")
 	}

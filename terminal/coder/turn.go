@@ -11,6 +11,7 @@ import (
 
 	"conch"
 	"conch/internal/backoff"
+	"conch/terminal"
 )
 
 // sendAndWait types text (through a file when long), presses Enter until
@@ -136,7 +137,7 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 	if err != nil {
 		return res, err
 	}
-	res.Text = c.redact(elide(c.clean(lines), 60, 20, 30))
+	res.Text = c.redact(terminal.Elide(c.clean(lines), 60, 20, 30))
 	if res.State == TurnCrashed {
 		c.running = false
 		screen := res.Text
@@ -219,5 +220,5 @@ func (c *Coder) clean(lines []string) []string {
 		}
 		out = append(out, l)
 	}
-	return trimBlankTail(out)
+	return terminal.TrimBlankTail(out)
 }

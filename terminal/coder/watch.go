@@ -2,11 +2,11 @@ package coder
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"conch/internal/backoff"
+	"conch/terminal"
 )
 
 // watch calls check with the screen whenever the session changed (at most
@@ -71,29 +71,9 @@ func hasAny(lines []string, markers []string) bool {
 }
 
 func tailLines(lines []string, n int) []string {
-	lines = trimBlankTail(lines)
+	lines = terminal.TrimBlankTail(lines)
 	if len(lines) > n {
 		return lines[len(lines)-n:]
 	}
 	return lines
-}
-
-func trimBlankTail(lines []string) []string {
-	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
-		lines = lines[:len(lines)-1]
-	}
-	return lines
-}
-
-// elide shows lines whole when there are at most inline of them, else the
-// first head and the last tail with the gap marked.
-func elide(lines []string, inline, head, tail int) string {
-	if len(lines) <= inline {
-		return strings.Join(lines, "\n")
-	}
-	var b strings.Builder
-	b.WriteString(strings.Join(lines[:head], "\n"))
-	fmt.Fprintf(&b, "\n[… %d lines not shown …]\n", len(lines)-head-tail)
-	b.WriteString(strings.Join(lines[len(lines)-tail:], "\n"))
-	return b.String()
 }
