@@ -1,6 +1,15 @@
 package conch
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrStopped is the cause of a turn's context cancelled by /stop (or the
+// dashboard's stop), as context.Cause reports it: a tool that drives
+// something outside conch (a coding-agent CLI) stops that too, while a
+// shutdown (another cause) leaves it running for the next start.
+var ErrStopped = errors.New("stopped with /stop")
 
 // Submitter takes inbound messages that need no admission: schedules and
 // watches of a conversation, conch's own notices. The gateway implements it;

@@ -88,7 +88,17 @@ type TurnState struct {
 	Queued int        `json:"queued,omitempty"`
 	// Reason says why a turn stopped.
 	Reason string `json:"reason,omitempty"`
+	// Attempt counts the turn's starts (running): above 1 the turn was
+	// resumed after a restart of conch interrupted it.
+	Attempt int `json:"attempt,omitempty"`
+	// Resumes is set on a stopped turn that is not over: a shutdown
+	// interrupted it, and the next start of conch resumes it.
+	Resumes bool `json:"resumes,omitempty"`
 }
+
+// ReasonInterrupted is the Reason of a turn interrupted by a shutdown (it
+// Resumes).
+const ReasonInterrupted = "interrupted_by_shutdown"
 
 // ContextUse is how much of the model's context a request used.
 type ContextUse struct {

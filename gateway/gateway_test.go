@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -446,6 +447,27 @@ func TestShutdownLeavesTurnForResume(t *testing.T) {
 	e2.model.Push(fake.Text("resumed answer"))
 	e2.start()
 	e2.waitFor("resumed reply", countKind(conch.OutboundReply, 1))
+
+	// The stored events tell the turn was stopped by the shutdown and
+	// resumed, not that it ran once to its end.
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	sub, err := e2.gw.Events().Subscribe(t.Context(), key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for ev := range sub {
+		if ts, ok := ev.Data.(conch.TurnState); ok {
+			states = append(states, fmt.Sprintf("%s/%d/%s/%v", ts.Status, ts.Attempt, ts.Reason, ts.Resumes))
+			if ts.Status == conch.TurnDone {
+				break
+			}
+		}
+	}
+	want := []string{"pending/0//false", "running/1//false", "stopped/0/" + conch.ReasonInterrupted + "/true", "running/2//false", "done/0//false"}
+	if !slices.Equal(states, want) {
+		t.Fatalf("turn states: got %q, want %q", states, want)
+	}
 }
 
 func TestConversationClosed(t *testing.T) {

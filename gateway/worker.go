@@ -22,7 +22,7 @@ const (
 
 // Causes of a cancelled turn.
 var (
-	errStopped = errors.New("stopped with /stop")
+	errStopped = conch.ErrStopped
 	errReset   = errors.New("conversation reset")
 	errClosed  = errors.New("conversation closed")
 )
@@ -125,7 +125,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	if t.Attempts > 1 {
 		log.Info("resuming interrupted turn", "attempt", t.Attempts)
 	}
-	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning})
+	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning, Attempt: t.Attempts})
 	c.deliverFiles(ctx, t, log)
 	var res agent.Result
 	history, err := g.opts.Store.History(ctx, c.key)
@@ -210,8 +210,10 @@ func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logge
 		log.Info("turn cancelled", "cause", cause)
 		g.hub.Publish(context.WithoutCancel(ctx), c.key, t.ID, conch.TurnState{Status: conch.TurnStopped, Reason: cause.Error()})
 	case ctx.Err() != nil:
-		// Shutdown: the turn stays running in the store and resumes at the next start.
+		// Shutdown: the turn stays running in the store and resumes at the
+		// next start; its watchers learn that it is stopped, not done.
 		log.Info("turn interrupted by shutdown; it resumes at the next start")
+		g.hub.Publish(context.WithoutCancel(ctx), c.key, t.ID, conch.TurnState{Status: conch.TurnStopped, Reason: conch.ReasonInterrupted, Resumes: true})
 	default:
 		c.fail(ctx, t, log, err)
 	}

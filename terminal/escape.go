@@ -43,8 +43,8 @@ const (
 // marker is one decoded conch marker.
 type marker struct {
 	// kind is "start" (a command began), "done" (the shell is back at its
-	// prompt), "exit" (the shell or program ended) or "turn" (a coding
-	// agent's turn-end hook ran).
+	// prompt), "exit" (the shell or program ended), "turn" (a coding
+	// agent's turn-end hook ran) or "ready" (its session-start hook ran).
 	kind string
 	// status is the exit status of done and exit markers.
 	status int
@@ -71,7 +71,7 @@ func parseMarker(body string) (marker, bool) {
 			m.arg = f[2]
 		}
 		return m, true
-	case "turn":
+	case "turn", "ready":
 		if len(f) >= 2 {
 			m.arg = strings.Join(f[1:], ";")
 		}
@@ -128,6 +128,43 @@ func (s *markerScanner) keepPrefixTail(data []byte) {
 			return
 		}
 	}
+}
+
+// Bracketed paste (DEC private mode 2004): a program switches it on when its
+// input is ready to take a paste, and off when it leaves or hands the
+// terminal to another program.
+const (
+	pasteOn  = "\x1b[?2004h"
+	pasteOff = "\x1b[?2004l"
+)
+
+// pasteScanner follows a pane's bracketed-paste mode through its output
+// stream; a sequence may be split across %output chunks.
+type pasteScanner struct {
+	tail []byte
+}
+
+// scan returns the last mode change in chunk: +1 on, -1 off, 0 none.
+func (s *pasteScanner) scan(chunk []byte) int {
+	data := chunk
+	if len(s.tail) > 0 {
+		data = append(s.tail, chunk...)
+	}
+	change, at := 0, -1
+	if i := bytes.LastIndex(data, []byte(pasteOn)); i >= 0 {
+		change, at = 1, i
+	}
+	if i := bytes.LastIndex(data, []byte(pasteOff)); i > at {
+		change = -1
+	}
+	s.tail = nil
+	for k := min(len(pasteOn)-1, len(data)); k > 0; k-- {
+		if bytes.HasSuffix(data, []byte(pasteOn[:k])) {
+			s.tail = append([]byte(nil), data[len(data)-k:]...)
+			break
+		}
+	}
+	return change
 }
 
 // quote quotes s as one word for tmux's command parser. Inside single

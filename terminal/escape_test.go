@@ -25,8 +25,8 @@ func TestDecodeOctal(t *testing.T) {
 func TestMarkerScanner(t *testing.T) {
 	full := "out\x1b]7770;conch;n1;start\a more \x1b]7770;conch;n1;done;2;/work space\a" +
 		"\x1b]7770;conch;other;done;0;/\a\x1b]7770;conch;n1;bogus\a\x1b]7770;conch;n1;exit;x\a" +
-		"\x1b]7770;conch;n1;turn;claude\a"
-	want := "[{start 0 } {done 2 /work space} {turn 0 claude}]"
+		"\x1b]7770;conch;n1;turn;claude\a\x1b]7770;conch;n1;ready;codex\a"
+	want := "[{start 0 } {done 2 /work space} {turn 0 claude} {ready 0 codex}]"
 	// Every way of cutting the stream in two gives the same markers.
 	for cut := 0; cut <= len(full); cut++ {
 		s := markerScanner{nonce: "n1"}
@@ -54,6 +54,42 @@ func TestMarkerScanner(t *testing.T) {
 	long.scan([]byte("\x1b]7770;conch;n1;done;0;" + strings.Repeat("x", maxMarker)))
 	if len(long.partial) != 0 {
 		t.Errorf("overlong marker kept %d bytes", len(long.partial))
+	}
+}
+
+// TestPasteScanner: bracketed paste switched on and off, however the
+// stream is cut; the last change in a chunk wins.
+func TestPasteScanner(t *testing.T) {
+	for _, tc := range []struct {
+		stream string
+		want   []int // the mode after the whole stream: the last non-zero change
+	}{
+		{"plain text", nil},
+		{"draw\x1b[?2004hready", []int{1}},
+		{"\x1b[?2004h shell prompt \x1b[?2004l running", []int{-1}},
+		{"\x1b[?2004l\x1b[?1049h tui \x1b[?2004h", []int{1}},
+		{"\x1b[?20041h not it", nil},
+	} {
+		for cut := 0; cut <= len(tc.stream); cut++ {
+			var s pasteScanner
+			var got []int
+			for _, part := range []string{tc.stream[:cut], tc.stream[cut:]} {
+				if c := s.scan([]byte(part)); c != 0 {
+					got = append(got, c)
+				}
+			}
+			last := 0
+			if len(got) > 0 {
+				last = got[len(got)-1]
+			}
+			want := 0
+			if len(tc.want) > 0 {
+				want = tc.want[0]
+			}
+			if last != want {
+				t.Fatalf("%q cut at %d: got changes %v, want the last to be %d", tc.stream, cut, got, want)
+			}
+		}
 	}
 }
 

@@ -51,12 +51,16 @@ exit $__conch_s`
 func turnEndScript(runDir string) string {
 	return fmt.Sprintf(`#!/bin/sh
 # conch: turn-end hook of a coding-agent CLI (generated)
+# Arguments: the CLI's name, the terminal's nonce, and the event: "turn"
+# (a turn ended; the default) or "ready" (the CLI's session started).
 name="${1:-agent}"
 nonce="${2:-}"
-date +%%s.%%N >> %s/turn-"$name" 2>/dev/null
+event="${3:-turn}"
+case "$event" in ready) ;; *) event=turn ;; esac
+date +%%s.%%N >> %s/"$event"-"$name" 2>/dev/null
 if [ -n "$TMUX_PANE" ]; then
 	tty=$(tmux display-message -p -t "$TMUX_PANE" '#{pane_tty}' 2>/dev/null)
-	[ -n "$tty" ] && printf '\033]7770;conch;%%s;turn;%%s\007' "$nonce" "$name" > "$tty"
+	[ -n "$tty" ] && printf '\033]7770;conch;%%s;%%s;%%s\007' "$nonce" "$event" "$name" > "$tty"
 fi
 # Hook protocols that read stdout want JSON: an empty object changes nothing.
 printf '{}\n'

@@ -17,6 +17,16 @@ type Snapshot struct {
 	Seq uint64
 	// TurnSeq is the Seq of the last turn-end marker (a CLI's hook ran).
 	TurnSeq uint64
+	// ReadySeq is the Seq of the last session-start marker (a CLI's
+	// ReadyHook ran).
+	ReadySeq uint64
+	// PasteOn is set while the pane's program has bracketed paste on;
+	// PasteSeq is the Seq when it last switched it on. A TUI does so when
+	// its input is ready, so a PasteSeq after the CLI started is a signal
+	// that it takes input (conch's shell switches it off when it runs a
+	// command).
+	PasteOn  bool
+	PasteSeq uint64
 	// DoneSeq is the Seq of the last prompt of conch's shell.
 	DoneSeq uint64
 	// Status is the exit status of the last command (or of the pane).
@@ -126,6 +136,12 @@ func (s *AgentSession) Hook(name string) string {
 	return "sh " + shellQuote(s.m.hookPath()) + " " + shellQuote(name) + " " + s.t.scan.nonce
 }
 
+// ReadyHook returns the shell command line a CLI's session-start hook
+// runs: it tells the session that the CLI started (Snapshot.ReadySeq).
+func (s *AgentSession) ReadyHook(name string) string {
+	return s.Hook(name) + " ready"
+}
+
 // Run types line into the shell and presses Enter, counted as typing. It
 // returns the Seq before: a Snapshot.DoneSeq above it means the shell's
 // prompt came back, so the command ended.
@@ -186,7 +202,7 @@ func (s *AgentSession) Snapshot() (Snapshot, <-chan struct{}) {
 	m, t := s.m, s.t
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sn := Snapshot{Seq: t.seq, TurnSeq: t.turnSeq, DoneSeq: t.doneSeq, Status: t.status, Dead: t.dead, Ended: t.ended, LastOutput: t.lastOutput}
+	sn := Snapshot{Seq: t.seq, TurnSeq: t.turnSeq, ReadySeq: t.readySeq, PasteOn: t.pasteOn, PasteSeq: t.pasteSeq, DoneSeq: t.doneSeq, Status: t.status, Dead: t.dead, Ended: t.ended, LastOutput: t.lastOutput}
 	if t.exited {
 		sn.Dead, sn.Status = true, t.exitCode
 	}

@@ -43,6 +43,10 @@ type tty struct {
 	status   int    // exit status of the last command (done marker)
 	cwd      string
 	turnSeq  uint64 // seq of the last turn-end marker (coding agent)
+	readySeq uint64 // seq of the last session-start marker (coding agent)
+	paste    pasteScanner
+	pasteOn  bool   // the program switched bracketed paste on
+	pasteSeq uint64 // seq when it last did
 	turns    int
 	exited   bool // exit marker seen
 	exitCode int
@@ -88,7 +92,17 @@ func (e *ttyEvents) output(_ string, data []byte) {
 		case "turn":
 			t.turnSeq = t.seq
 			t.turns++
+		case "ready":
+			t.readySeq = t.seq
 		}
+	}
+	switch t.paste.scan(data) {
+	case 1:
+		t.seq++
+		t.pasteOn, t.pasteSeq = true, t.seq
+	case -1:
+		t.seq++
+		t.pasteOn = false
 	}
 	m.notifyLocked()
 }

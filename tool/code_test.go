@@ -19,8 +19,9 @@ func TestCodeTools(t *testing.T) {
 	pool := terminal.NewPool(sandboxdtest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
 	t.Cleanup(pool.Close)
 	tools := tool.CodeTools(pool, tool.CodeOptions{
-		Profile: coder.FakeCLI(terminaltest.FakeCLI(t, b)),
-		Coder:   coder.Options{TurnTimeout: time.Minute},
+		Profile: coder.FakeCLI(terminaltest.FakeCLI(t, b), 0),
+		// Ask: the permission prompt goes to respond_to_agent.
+		Coder: coder.Options{TurnTimeout: time.Minute, Ask: true},
 	})
 	code, respond := tools[0], tools[1]
 	var mu sync.Mutex

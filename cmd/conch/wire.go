@@ -8,17 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"conch"
 	"conch/agent"
 	"conch/channel/web"
 	"conch/config"
-	"conch/egress"
 	"conch/gateway"
 	"conch/hook"
 	"conch/llm"
@@ -276,23 +273,13 @@ func coderProfile(name string) (coder.Profile, bool) {
 	return coder.Profile{}, false
 }
 
-// coderOptions gives the CLI its key and endpoint, and reaches the network
-// only through conch's allowlisting egress proxy: the sandbox stays on
-// network none.
+// coderOptions gives the CLI its key and endpoint.
 func coderOptions(d *deps, p coder.Profile) coder.Options {
 	cc := d.cfg.Coder
 	o := coder.Options{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}}
-	hosts := append(slices.Clone(p.Hosts), cc.Hosts...)
-	if cc.BaseURL != "" {
+	if cc.BaseURL != "" && p.BaseURLEnv != "" {
 		o.Env = append(o.Env, p.BaseURLEnv+"="+cc.BaseURL)
-		if u, err := url.Parse(cc.BaseURL); err == nil && u.Hostname() != "" {
-			hosts = append(hosts, u.Hostname())
-		}
 	}
-	bridges := egress.NewBridges(egress.New(egress.Options{Hosts: hosts, Logger: d.log}), egress.BridgeOptions{})
-	d.closers = append(d.closers, bridges)
-	d.releasers = append(d.releasers, bridges)
-	o.Egress = bridges.ProxyURL
 	return o
 }
 

@@ -204,6 +204,9 @@ func (c *Collector) turnState(ev conch.Event, d conch.TurnState) {
 			}
 			delete(c.live, k)
 		}
+		if d.Resumes {
+			return // not over: it resumes at the next start and ends then
+		}
 		c.turns.WithLabelValues(string(ev.Key.Channel), string(d.Status)).Inc()
 	}
 }

@@ -32,8 +32,10 @@ type Session interface {
 	// Workspace is the project directory; RunDir conch's private one.
 	Workspace() string
 	RunDir() string
-	// Hook is the shell command line the CLI's turn-end hook must run.
+	// Hook is the shell command line the CLI's turn-end hook must run;
+	// ReadyHook the one its session-start hook must run.
 	Hook(name string) string
+	ReadyHook(name string) string
 	// Run types a command line and Enter into the shell; it returns the
 	// Seq before, which a later Snapshot.DoneSeq exceeds once the shell's
 	// prompt is back (the command ended).
@@ -69,17 +71,22 @@ type Options struct {
 	// IPCThreshold: longer tasks (and any with a line break) go through a
 	// file in Workspace/.ipc with a short reference typed; 0 means 500.
 	IPCThreshold int
-	// Env is added to the CLI's environment (KEY=value): its base URL,
-	// and whatever key it needs.
+	// Env is added to the CLI's environment (KEY=value): whatever key it
+	// needs (a placeholder when Route injects the real one on the host).
 	Env []string
 	// APIKey is given to Profile.Files (Claude Code approves a key by its
 	// last characters); it is not written anywhere else.
 	APIKey string
-	// Egress, if set, is called before the CLI starts and returns the
-	// proxy URL it must use (set as HTTPS_PROXY and https_proxy): the
-	// sandbox stays without network and the CLI reaches its API through
-	// conch's allowlisting proxy (egress.Bridges.ProxyURL fits).
-	Egress func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error)
+	// Route, if set, is called before the CLI starts and whenever the
+	// driver finds a CLI a previous conch left running; it returns the
+	// CLI's API base URL in the sandbox (conch's credential-injecting
+	// bridge, egress.Bridges.URL fits) and must be idempotent: the URL a
+	// running CLI was started with must work again after a restart.
+	Route func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error)
+	// Ask keeps the CLI's permission prompts (coder.approvals = ask): the
+	// model answers them with Respond. By default the CLI runs in its
+	// full-auto mode (Profile.AutoArgs), the container being the boundary.
+	Ask bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -161,13 +168,16 @@ func (c *Coder) Task(ctx context.Context, task string, progress func(string)) (T
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	begin := c.o.Now()
-	started, err := c.ensure(ctx)
+	st, err := c.ensure(ctx)
 	if err != nil {
 		return TurnResult{}, err
 	}
 	res, err := c.sendAndWait(ctx, task, progress)
-	res.Started = res.Started || started
+	res.Started = res.Started || st.started
+	res.Restarted = st.restarted
+	res.Resumed = res.Resumed || st.resumed
 	res.Elapsed = c.o.Now().Sub(begin)
+	c.interruptIfStopped(ctx, err)
 	return res, err
 }
 
@@ -193,7 +203,20 @@ func (c *Coder) Respond(ctx context.Context, text string, progress func(string))
 		res, err = c.sendAndWait(ctx, text, progress)
 	}
 	res.Elapsed = c.o.Now().Sub(begin)
+	c.interruptIfStopped(ctx, err)
 	return res, err
+}
+
+// interruptIfStopped stops the CLI's turn when the call ended because the
+// person stopped the conversation's turn (/stop); a shutdown leaves it
+// working, to be found again by the next conch.
+func (c *Coder) interruptIfStopped(ctx context.Context, err error) {
+	if err == nil || c.s == nil || !errors.Is(context.Cause(ctx), conch.ErrStopped) {
+		return
+	}
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_ = c.s.Keys(ictx, c.p.interruptKeys()...)
 }
 
 func (c *Coder) seq() uint64 {
@@ -201,29 +224,53 @@ func (c *Coder) seq() uint64 {
 	return sn.Seq
 }
 
+// ensured is what ensure did.
+type ensured struct {
+	started   bool // the CLI was started
+	restarted bool // … because it had ended since the last call
+	resumed   bool // … and it continued its previous session
+}
+
 // ensure makes the CLI run: it finds a session a previous conch left,
-// creates one, and (re)starts the CLI when the shell prompt is back.
-func (c *Coder) ensure(ctx context.Context) (started bool, err error) {
+// creates one, and (re)starts the CLI when the shell prompt is back. A CLI
+// that ended since the last call continues its session when it can.
+func (c *Coder) ensure(ctx context.Context) (ensured, error) {
 	if c.s == nil {
 		if err := c.reattach(ctx); err != nil {
-			return false, err
+			return ensured{}, err
 		}
 	}
 	if c.s == nil {
 		s, err := c.open(ctx, true)
 		if err != nil {
-			return false, err
+			return ensured{}, err
 		}
 		c.s = s
 	}
-	if c.running && !c.exited() {
-		return false, nil
+	ended := c.running && c.exited()
+	if c.running && !ended {
+		// A dead CLI's last screen can look ready; the pane's foreground
+		// program tells.
+		cur, err := c.s.Command(ctx)
+		if err != nil {
+			return ensured{}, fmt.Errorf("coding agent: %w", err)
+		}
+		if !isShell(cur) {
+			return ensured{}, nil
+		}
+		ended = true
 	}
-	if err := c.startCLI(ctx); err != nil {
-		return false, err
+	c.running = false
+	resumed, err := c.startCLI(ctx, ended)
+	if err != nil {
+		return ensured{}, err
 	}
-	return true, nil
+	return ensured{started: true, restarted: ended, resumed: resumed}, nil
 }
+
+// isShell reports whether the pane's foreground program is conch's shell,
+// that is, no CLI runs.
+func isShell(cmd string) bool { return cmd == "" || cmd == "bash" || cmd == "sh" }
 
 // reattach finds the session of a previous conch, if there is one, and
 // whether the CLI still runs in it.
@@ -237,8 +284,15 @@ func (c *Coder) reattach(ctx context.Context) error {
 		return fmt.Errorf("coding agent: %w", err)
 	}
 	c.s = s
-	c.running = cur != "bash" && cur != ""
+	c.running = !isShell(cur)
 	c.cliSeq = c.seq()
+	if c.running && c.o.Route != nil {
+		// The route the CLI was started with died with the previous
+		// conch: bring it back at the same address.
+		if _, err := c.o.Route(ctx, c.key, c.sb); err != nil {
+			return fmt.Errorf("coding agent: route to its API: %w", err)
+		}
+	}
 	// What is on the screen now was shown before; start from here.
 	_, err = s.Observe(ctx)
 	return err

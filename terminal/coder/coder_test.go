@@ -32,13 +32,23 @@ func contains(t testing.TB, what, got, want string) {
 
 var testKey = conch.ConversationKey{Channel: conch.ChannelCLI, ID: "coder"}
 
-func newCoder(t *testing.T, b *box, m *terminal.Manager, mod func(*coder.Profile)) *coder.Coder {
+// fakeStartup is how long the fake CLI takes to start; keys it gets
+// earlier are lost, as with the real CLIs.
+const fakeStartup = 1500 * time.Millisecond
+
+func newCoder(t *testing.T, b *box, m *terminal.Manager, mod func(*coder.Profile), o coder.Options) *coder.Coder {
 	t.Helper()
-	p := coder.FakeCLI(terminaltest.FakeCLI(t, b))
+	p := coder.FakeCLI(terminaltest.FakeCLI(t, b), fakeStartup)
 	if mod != nil {
 		mod(&p)
 	}
-	return coder.For(m, testKey, p, coder.Options{TurnTimeout: time.Minute, StartTimeout: 30 * time.Second})
+	if o.TurnTimeout == 0 {
+		o.TurnTimeout = time.Minute
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	return coder.For(m, testKey, p, o)
 }
 
 func mustTurn(t *testing.T, what string, res coder.TurnResult, err error, want coder.TurnState) coder.TurnResult {
@@ -57,7 +67,8 @@ func TestCoderTurns(t *testing.T) {
 		ctx := ctxT(t)
 		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
-		c := newCoder(t, b, m, nil)
+		// Ask: the CLI keeps its permission prompts.
+		c := newCoder(t, b, m, nil, coder.Options{Ask: true})
 		if _, err := c.Respond(ctx, "hello?", nil); err == nil {
 			t.Fatal("Respond before any task: got nil error, want ErrNoAgent")
 		}
@@ -65,6 +76,8 @@ func TestCoderTurns(t *testing.T) {
 		var mu sync.Mutex
 		var progress []string
 		report := func(s string) { mu.Lock(); progress = append(progress, s); mu.Unlock() }
+		// Sent right after the start: the driver must wait for the CLI's
+		// signals, or the task is lost while it starts.
 		res, err := c.Task(ctx, "say hello, then work 1s", report)
 		mustTurn(t, "first task", res, err, coder.TurnIdle)
 		if !res.Started || !res.Hook {
@@ -102,16 +115,113 @@ func TestCoderTurns(t *testing.T) {
 		}
 		contains(t, "long task", res.Text, "task file says: Line one of a long task")
 
+		res, err = c.Task(ctx, "spawn helper", nil)
+		mustTurn(t, "helper", res, err, coder.TurnIdle)
+		contains(t, "helper", res.Text, "helper ")
+
 		res, err = c.Task(ctx, "please crash now", nil)
 		mustTurn(t, "crash", res, err, coder.TurnCrashed)
-		if res.CrashStatus != 3 || !res.Started {
-			t.Errorf("crash: got status %d started=%v, want 3 and restarted", res.CrashStatus, res.Started)
+		if res.CrashStatus != 3 || !res.Started || !res.Resumed {
+			t.Errorf("crash: got status %d started=%v resumed=%v, want 3, restarted and resumed", res.CrashStatus, res.Started, res.Resumed)
 		}
 		contains(t, "crash", res.Text, "fatal: simulated crash")
-		res, err = c.Task(ctx, "after the failure", nil)
+		contains(t, "crash", res.String(), "continuing its previous session")
+		// The helper the crashed CLI left is gone.
+		if out := helpers(t, b); out != "" {
+			t.Errorf("processes of the crashed CLI left running: %s", out)
+		}
+		res, err = c.Task(ctx, "what did I ask before?", nil)
 		mustTurn(t, "after crash", res, err, coder.TurnIdle)
-		contains(t, "after crash", res.Text, "● Done: after the failure")
+		contains(t, "after crash", res.Text, "Earlier you asked: say hello, then work 1s | needs permission to deploy")
+		contains(t, "after crash", res.Text, "please crash now")
 	})
+}
+
+// helpers lists the processes still carrying the fake CLI's mark, besides
+// the CLI itself.
+func helpers(t *testing.T, b *box) string {
+	t.Helper()
+	res, err := b.SB.Exec(ctxT(t), conch.ExecRequest{Argv: []string{"sh", "-c",
+		`for f in $(grep -lxzF CONCH_AGENT=fakecli /proc/[0-9]*/environ 2>/dev/null); do d=${f%/environ}; c=$(tr '\0' ' ' 2>/dev/null < $d/cmdline); case "$c" in *fakecli*) ;; *) echo "${d#/proc/} $c";; esac; done`}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("list helpers: %v %s", err, res.Output)
+	}
+	return strings.TrimSpace(string(res.Output))
+}
+
+// TestCoderAuto: by default the CLI runs in its full-auto mode, so a task
+// that would ask for permission completes; a CLI that died between tasks
+// is noticed before the next one is typed into its dead screen.
+func TestCoderAuto(t *testing.T) {
+	b := terminaltest.Host(t)
+	ctx := ctxT(t)
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	c := newCoder(t, b, m, nil, coder.Options{})
+	res, err := c.Task(ctx, "needs permission to deploy", nil)
+	mustTurn(t, "permission task", res, err, coder.TurnIdle)
+	contains(t, "permission task", res.Text, "permission auto-granted")
+
+	// The CLI ends behind the driver's back (C-c in its terminal).
+	s, err := m.AgentSession(ctx, "fakecli", false)
+	if err != nil || s == nil {
+		t.Fatalf("agent session: %v", err)
+	}
+	if err := s.Keys(ctx, "C-c"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the CLI to end", func() bool { cur, _ := s.Command(ctx); return cur == "bash" })
+	res, err = c.Task(ctx, "what did I ask before?", nil)
+	mustTurn(t, "after the CLI ended", res, err, coder.TurnIdle)
+	if !res.Started {
+		t.Errorf("after the CLI ended: got started=false, want it started again")
+	}
+	contains(t, "after the CLI ended", res.Text, "Earlier you asked: ")
+}
+
+// TestCoderStop: a /stop of the turn interrupts the CLI's work; a shutdown
+// (another cause) leaves it working.
+func TestCoderStop(t *testing.T) {
+	b := terminaltest.Host(t)
+	ctx := ctxT(t)
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	c := newCoder(t, b, m, nil, coder.Options{})
+	sctx, stop := context.WithCancelCause(ctx)
+	time.AfterFunc(5*time.Second, func() { stop(conch.ErrStopped) })
+	if res, err := c.Task(sctx, "work 60s on it", nil); err == nil {
+		t.Fatalf("stopped task: got nil error and %s", res)
+	} else {
+		t.Logf("stopped task: %v", err)
+	}
+	res, err := c.Respond(ctx, "", nil)
+	mustTurn(t, "after /stop", res, err, coder.TurnIdle)
+	if res.Elapsed > 30*time.Second {
+		t.Errorf("after /stop: the CLI worked on for %s, want it interrupted", res.Elapsed)
+	}
+	s, _ := m.AgentSession(ctx, "fakecli", false)
+	screen, _ := s.Screen(ctx)
+	contains(t, "after /stop", strings.Join(screen, "\n"), "Interrupted.")
+
+	sctx, shut := context.WithCancelCause(ctx)
+	time.AfterFunc(3*time.Second, func() { shut(context.Canceled) })
+	if _, err := c.Task(sctx, "work 6s on it", nil); err == nil {
+		t.Fatal("task cut by shutdown: got nil error")
+	}
+	res, err = c.Respond(ctx, "", nil)
+	mustTurn(t, "after shutdown", res, err, coder.TurnIdle)
+	contains(t, "after shutdown", res.Text, "● Done: work 6s on it")
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func TestCoderSwallowedEnterIsRetried(t *testing.T) {
@@ -120,7 +230,7 @@ func TestCoderSwallowedEnterIsRetried(t *testing.T) {
 	t.Cleanup(m.Detach)
 	// Enter 1 ms after the text: the fake CLI swallows it, as the real
 	// ones do; the Coder must notice and press it again.
-	c := newCoder(t, b, m, func(p *coder.Profile) { p.EnterDelay = time.Millisecond })
+	c := newCoder(t, b, m, func(p *coder.Profile) { p.EnterDelay = time.Millisecond }, coder.Options{})
 	res, err := c.Task(ctxT(t), "quick one", nil)
 	mustTurn(t, "task", res, err, coder.TurnIdle)
 	contains(t, "task", res.Text, "● Done: quick one")
@@ -132,45 +242,35 @@ func TestCoderTimeoutAndRecovery(t *testing.T) {
 		reg := terminal.NewMemRegistry()
 		m1 := terminal.NewManager(b.SB, reg, b.Opts)
 		bin := terminaltest.FakeCLI(t, b)
-		c1 := coder.For(m1, testKey, coder.FakeCLI(bin), coder.Options{TurnTimeout: 300 * time.Millisecond})
+		routes := 0
+		route := func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
+			routes++
+			return "http://127.0.0.1:4480", nil
+		}
+		c1 := coder.For(m1, testKey, coder.FakeCLI(bin, fakeStartup), coder.Options{TurnTimeout: 300 * time.Millisecond, Route: route})
 		res, err := c1.Task(ctx, "work 2s on it", nil)
 		mustTurn(t, "long turn", res, err, coder.TurnWorking)
 		m1.Detach() // conch restarts while the agent works
 
 		m2 := terminal.NewManager(b.SB, reg, b.Opts)
 		t.Cleanup(m2.Detach)
-		c2 := coder.For(m2, testKey, coder.FakeCLI(bin), coder.Options{TurnTimeout: time.Minute})
+		c2 := coder.For(m2, testKey, coder.FakeCLI(bin, fakeStartup), coder.Options{TurnTimeout: time.Minute, Route: route})
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		res, err = c2.Respond(rctx, "", nil)
 		mustTurn(t, "keep waiting after restart", res, err, coder.TurnIdle)
 		contains(t, "after restart", res.Text, "● Done: work 2s on it")
-		res, err = c2.Task(ctx, "next one", nil)
+		// The route the running CLI was started with is brought back.
+		if routes != 2 {
+			t.Errorf("Route called %d times, want 2: at the start and when the running CLI was found again", routes)
+		}
+		res, err = c2.Task(ctx, "next one: show base url", nil)
 		mustTurn(t, "next task", res, err, coder.TurnIdle)
 		if res.Started {
 			t.Errorf("next task: the CLI was started again, want the running one found")
 		}
+		contains(t, "next task", res.Text, "base url: http://127.0.0.1:4480")
 	})
-}
-
-func TestCoderEgressProxy(t *testing.T) {
-	b := terminaltest.Host(t)
-	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
-	t.Cleanup(m.Detach)
-	calls := 0
-	c := coder.For(m, testKey, coder.FakeCLI(terminaltest.FakeCLI(t, b)), coder.Options{
-		Env: []string{"FAKE_KEY=it's secret"},
-		Egress: func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
-			calls++
-			return "http://127.0.0.1:3128", nil
-		},
-	})
-	res, err := c.Task(ctxT(t), "show proxy", nil)
-	mustTurn(t, "task", res, err, coder.TurnIdle)
-	contains(t, "task", res.Text, "proxy: http://127.0.0.1:3128")
-	if calls != 1 {
-		t.Errorf("Egress called %d times, want 1", calls)
-	}
 }
 
 // TestCoderKeyNeverOnScreen: the CLI's API key reaches its environment but
@@ -181,7 +281,7 @@ func TestCoderKeyNeverOnScreen(t *testing.T) {
 		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(m.Detach)
 		const key = "sk-test-0123456789abcdef"
-		c := coder.For(m, testKey, coder.FakeCLI(terminaltest.FakeCLI(t, b)), coder.Options{
+		c := coder.For(m, testKey, coder.FakeCLI(terminaltest.FakeCLI(t, b), 0), coder.Options{
 			TurnTimeout: time.Minute, StartTimeout: 30 * time.Second,
 			APIKey: key, Env: []string{"CONCH_TEST_KEY=" + key},
 		})

@@ -17,8 +17,19 @@ type Profile struct {
 	// Command starts the CLI: a shell command line, run from the
 	// workspace in conch's shell, so a crash brings the shell prompt back.
 	Command string
+	// AutoArgs are added to Command unless approvals are asked for
+	// (Options.Ask): the CLI's own full-auto mode, since the container is
+	// the boundary.
+	AutoArgs string
+	// ResumeArgs are added to Command to continue the CLI's last session
+	// when it is started again after a crash; empty: it cannot resume.
+	ResumeArgs string
+	// Env is the CLI's own environment (KEY=value) besides its key and
+	// base URL.
+	Env []string
 	// BaseURLEnv names the environment variable that points the CLI at
-	// its API (for a gateway or the egress proxy).
+	// its API (conch's credential-injecting route); empty when the base
+	// URL goes into its settings files instead (Setup.BaseURL).
 	BaseURLEnv string
 	// APIKeyEnv names the environment variable the CLI reads its key from.
 	APIKeyEnv string
@@ -47,6 +58,15 @@ type Profile struct {
 	Settle time.Duration
 	// Hosts are the API hosts the CLI may reach through the egress proxy.
 	Hosts []string
+	// ReadyHook: Files install Setup.ReadyHook as the CLI's session-start
+	// hook, and the driver waits for it before the first task.
+	ReadyHook bool
+	// PasteReady: the CLI switches bracketed paste on once its input takes
+	// text, and the driver waits for that before the first task.
+	PasteReady bool
+	// InterruptKeys stop a running turn (tmux key names, sent in order);
+	// nil means Escape.
+	InterruptKeys []string
 }
 
 // Setup is what a Profile's Files need to know.
@@ -57,6 +77,15 @@ type Setup struct {
 	Workspace string
 	// Hook is the shell command line the turn-end hook must run.
 	Hook string
+	// ReadyHook is the shell command line a session-start hook must run
+	// (for profiles with ReadyHook).
+	ReadyHook string
+	// BaseURL is the CLI's API base URL (conch's route to it); empty means
+	// the CLI's default.
+	BaseURL string
+	// Ask is set when the CLI must keep its permission prompts
+	// (coder.approvals = ask); otherwise it runs in its full-auto mode.
+	Ask bool
 	// APIKey is the key the CLI will use, when the profile must approve it
 	// in its settings (Claude Code); may be empty.
 	APIKey string
@@ -74,6 +103,13 @@ func (p Profile) enterDelay() time.Duration {
 		return p.EnterDelay
 	}
 	return 300 * time.Millisecond
+}
+
+func (p Profile) interruptKeys() []string {
+	if len(p.InterruptKeys) > 0 {
+		return p.InterruptKeys
+	}
+	return []string{"Escape"}
 }
 
 func (p Profile) settle() time.Duration {
@@ -226,15 +262,22 @@ func Codex() Profile {
 }
 
 // FakeCLI is the profile of internal/testenv/fakecli, the test double,
-// installed at bin.
-func FakeCLI(bin string) Profile {
+// installed at bin. Its start-up takes startup (keys sent earlier are
+// lost), like the real CLIs'.
+func FakeCLI(bin string, startup time.Duration) Profile {
 	return Profile{
-		Name:    "fakecli",
-		Command: shellQuote(bin),
+		Name:       "fakecli",
+		Command:    shellQuote(bin),
+		AutoArgs:   "--yolo",
+		ResumeArgs: "--continue",
+		BaseURLEnv: "FAKECLI_BASE_URL",
+		ReadyHook:  true,
+		PasteReady: true,
 		Files: func(s Setup) ([]File, error) {
 			f, err := jsonFile(path.Join(s.Home, ".fakecli", "settings.json"), map[string]any{
-				"onboarded": true,
-				"hooks":     map[string]any{"stop": s.Hook},
+				"onboarded":  true,
+				"startup_ms": startup.Milliseconds(),
+				"hooks":      map[string]any{"stop": s.Hook, "start": s.ReadyHook},
 			})
 			return []File{f}, err
 		},

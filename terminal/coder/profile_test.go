@@ -20,7 +20,7 @@ func TestProfileFiles(t *testing.T) {
 			"/home/u/.claude/settings.json": {`"Stop"`, `turn-end.sh`},
 		}},
 		{Codex(), map[string][]string{"/home/u/.codex/config.toml": {`notify = ["sh", "-c", "sh '/tmp/conch/turn-end.sh' 'p' 00ff \"$@\"", "conch-notify"]`, `[projects."/workspace"]`, `trust_level = "trusted"`}}},
-		{FakeCLI("/bin/fakecli"), map[string][]string{"/home/u/.fakecli/settings.json": {`"onboarded": true`, `turn-end.sh`}}},
+		{FakeCLI("/bin/fakecli", 0), map[string][]string{"/home/u/.fakecli/settings.json": {`"onboarded": true`, `turn-end.sh`}}},
 	} {
 		t.Run(tc.p.Name, func(t *testing.T) {
 			files, err := tc.p.Files(s)

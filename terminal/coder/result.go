@@ -32,6 +32,12 @@ type TurnResult struct {
 	Started bool
 	// CrashStatus is the CLI's exit status for TurnCrashed.
 	CrashStatus int
+	// Restarted is set when the CLI had ended since the last call and was
+	// started again before the task was sent.
+	Restarted bool
+	// Resumed is set when the CLI, started again after a crash, continued
+	// its previous session (its context kept) rather than starting afresh.
+	Resumed bool
 	// IPCFile is the file the task was written to, if it was long.
 	IPCFile string
 	// Hook is set when the CLI's own turn-end hook ended the turn (rather
@@ -51,7 +57,18 @@ func (r TurnResult) String() string {
 	case TurnWorking:
 		fmt.Fprintf(&b, "The coding agent is still working after %s: call respond_to_agent with an empty text to keep waiting.", r.Elapsed.Round(time.Second))
 	case TurnCrashed:
-		fmt.Fprintf(&b, "The coding agent crashed (exit status %d) and was started again; it has lost the conversation. Send the task again with code if it is still needed.", r.CrashStatus)
+		if r.Resumed {
+			fmt.Fprintf(&b, "The coding agent crashed (exit status %d) and was started again, continuing its previous session: it remembers the earlier tasks, but the work of the interrupted one may be incomplete. Check the files, then tell it with respond_to_agent what is still to do.", r.CrashStatus)
+		} else {
+			fmt.Fprintf(&b, "The coding agent crashed (exit status %d) and was started again without its previous session: it has lost the conversation and its context. Send the task again with code, with what it needs to know, if it is still needed.", r.CrashStatus)
+		}
+	}
+	if r.Restarted && r.State != TurnCrashed {
+		if r.Resumed {
+			b.WriteString(" (It had exited since the last task and was started again, continuing its previous session.)")
+		} else {
+			b.WriteString(" (It had exited since the last task and was started again without its previous session: it does not remember the earlier tasks.)")
+		}
 	}
 	if r.IPCFile != "" {
 		fmt.Fprintf(&b, " (The task was long, so it was written to %s.)", r.IPCFile)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,19 +29,50 @@ func (c *Coder) home(ctx context.Context) (string, error) {
 	return home, nil
 }
 
-// startCLI writes the profile's files and starts the CLI in the shell,
-// then waits for its input box.
-func (c *Coder) startCLI(ctx context.Context) error {
-	if err := c.writeFiles(ctx); err != nil {
-		return err
+// startCLI ends what an earlier run of the CLI left behind, writes the
+// profile's files and starts the CLI in the shell (with resume, continuing
+// its last session), then waits until it takes input. It reports whether
+// the CLI resumed its session: when it cannot, it starts afresh.
+func (c *Coder) startCLI(ctx context.Context, resume bool) (resumed bool, err error) {
+	resume = resume && c.p.ResumeArgs != ""
+	if err := c.endHelpers(ctx); err != nil {
+		return false, err
 	}
-	envPath, err := c.writeEnv(ctx)
+	base := ""
+	if c.o.Route != nil {
+		if base, err = c.o.Route(ctx, c.key, c.sb); err != nil {
+			return false, fmt.Errorf("coding agent: route to its API: %w", err)
+		}
+	}
+	if err := c.writeFiles(ctx, base); err != nil {
+		return false, err
+	}
+	err = c.launch(ctx, base, resume)
+	var agentErr *AgentError
+	if resume && errors.As(err, &agentErr) && ctx.Err() == nil {
+		// No session to continue (or it would not load): start afresh.
+		return false, c.launch(ctx, base, false)
+	}
+	return resume && err == nil, err
+}
+
+// launch types the CLI's command line into the shell and waits until the
+// CLI takes input.
+func (c *Coder) launch(ctx context.Context, base string, resume bool) error {
+	envPath, err := c.writeEnv(ctx, base)
 	if err != nil {
 		return err
 	}
+	cmd := c.p.Command
+	if !c.o.Ask && c.p.AutoArgs != "" {
+		cmd += " " + c.p.AutoArgs
+	}
+	if resume {
+		cmd += " " + c.p.ResumeArgs
+	}
 	ws := c.s.Workspace()
-	// A leading space keeps the line (and any key in it) out of history.
-	line := " cd " + shellQuote(ws) + " && . " + shellQuote(envPath) + " && rm -f " + shellQuote(envPath) + " && " + c.p.Command
+	// A leading space keeps the line out of history.
+	line := " cd " + shellQuote(ws) + " && . " + shellQuote(envPath) + " && rm -f " + shellQuote(envPath) + " && " + cmd
 	seq, err := c.s.Run(ctx, line)
 	c.cliSeq = seq
 	if err != nil {
@@ -49,16 +82,20 @@ func (c *Coder) startCLI(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, c.o.StartTimeout)
 	defer cancel()
 	var last []string
+	var waiting string
 	err = c.watch(sctx, func(screen []string, s snap) (bool, time.Time, error) {
 		last = screen
 		if s.DoneSeq > c.cliSeq || s.dead {
+			c.running = false
 			return false, time.Time{}, &AgentError{fmt.Sprintf("the coding agent (%s) exited while starting (status %d); its screen:\n%s", c.p.Name, s.status, c.redact(strings.Join(tailLines(screen, 15), "\n")))}
 		}
-		return hasAny(screen, c.p.Ready) && !hasAny(screen, c.p.Busy), time.Time{}, nil
+		ok, at, why := c.takesInput(screen, s)
+		waiting = why
+		return ok, at, nil
 	})
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
-			return &AgentError{fmt.Sprintf("the coding agent (%s) did not show its input box within %s; its screen:\n%s", c.p.Name, c.o.StartTimeout, c.redact(strings.Join(tailLines(last, 15), "\n")))}
+			return &AgentError{fmt.Sprintf("the coding agent (%s) did not become ready within %s (%s); its screen:\n%s", c.p.Name, c.o.StartTimeout, waiting, c.redact(strings.Join(tailLines(last, 15), "\n")))}
 		}
 		return err
 	}
@@ -67,8 +104,61 @@ func (c *Coder) startCLI(ctx context.Context) error {
 	return err
 }
 
+// readyQuiet is how long a started CLI's screen must be quiet, showing its
+// input box, before the first text is sent.
+const readyQuiet = 400 * time.Millisecond
+
+// takesInput is the start's check: the CLI's own signals (its session-start
+// hook ran; it switched bracketed paste on after it started) and then its
+// input box, not busy, on a quiet screen. Text sent earlier is lost (a CLI
+// still initializing drops it, or takes a pasted "?" as a key). It returns
+// what it still waits for.
+func (c *Coder) takesInput(screen []string, s snap) (bool, time.Time, string) {
+	switch {
+	case c.p.ReadyHook && s.ReadySeq <= c.cliSeq:
+		return false, time.Time{}, "its session-start hook has not run"
+	case c.p.PasteReady && (!s.PasteOn || s.PasteSeq <= c.cliSeq):
+		return false, time.Time{}, "it has not switched bracketed paste on"
+	case !hasAny(screen, c.p.Ready) || hasAny(screen, c.p.Busy):
+		return false, time.Time{}, "its input box is not shown"
+	}
+	if quiet := c.o.Now().Sub(s.LastOutput); quiet < readyQuiet {
+		return false, s.LastOutput.Add(readyQuiet), "its screen is not quiet"
+	}
+	return true, time.Time{}, ""
+}
+
+// agentEnv marks every process of the CLI (and whatever it starts), so
+// that what outlives the CLI can be found and ended.
+const agentEnv = "CONCH_AGENT"
+
+// endHelpers ends the processes a previous run of the CLI left behind
+// (helpers and daemons that outlived it): every process whose environment
+// carries the CLI's mark. The CLI itself is not running when this is
+// called.
+func (c *Coder) endHelpers(ctx context.Context) error {
+	// grep -z reads each environ file as NUL-separated entries; one grep
+	// for all processes, a few rounds for what they start meanwhile.
+	script := `for round in 1 2 3; do
+	pids=$(grep -lxzF "$1" /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p' | grep -vx "$$")
+	[ -z "$pids" ] && exit 0
+	kill -9 $pids 2>/dev/null
+done
+exit 0`
+	res, err := c.sb.Exec(ctx, conch.ExecRequest{
+		Argv: []string{"sh", "-c", script, "end-helpers", agentEnv + "=" + c.p.Name}, Dir: c.s.Workspace(), Timeout: 30 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("coding agent: end earlier helpers: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("coding agent: end earlier helpers: exit %d: %s", res.ExitCode, res.Output)
+	}
+	return nil
+}
+
 // writeFiles writes the profile's settings files into the sandbox.
-func (c *Coder) writeFiles(ctx context.Context) error {
+func (c *Coder) writeFiles(ctx context.Context, base string) error {
 	if c.p.Files == nil {
 		return nil
 	}
@@ -76,7 +166,10 @@ func (c *Coder) writeFiles(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	files, err := c.p.Files(Setup{Home: home, Workspace: c.s.Workspace(), Hook: c.s.Hook(c.p.Name), APIKey: c.o.APIKey})
+	files, err := c.p.Files(Setup{
+		Home: home, Workspace: c.s.Workspace(), Hook: c.s.Hook(c.p.Name), ReadyHook: c.s.ReadyHook(c.p.Name),
+		APIKey: c.o.APIKey, BaseURL: base, Ask: c.o.Ask,
+	})
 	if err != nil {
 		return err
 	}
@@ -91,17 +184,13 @@ func (c *Coder) writeFiles(ctx context.Context) error {
 	return nil
 }
 
-// writeEnv writes the CLI's environment (which holds the API key) to a
-// private file the shell reads and removes: typed, it would stay on the
-// screen, which the model reads. It returns the file's path.
-func (c *Coder) writeEnv(ctx context.Context) (string, error) {
-	env := c.o.Env
-	if c.o.Egress != nil {
-		proxy, err := c.o.Egress(ctx, c.key, c.sb)
-		if err != nil {
-			return "", fmt.Errorf("coding agent: egress: %w", err)
-		}
-		env = append(env[:len(env):len(env)], "HTTPS_PROXY="+proxy, "https_proxy="+proxy)
+// writeEnv writes the CLI's environment to a private file the shell reads
+// and removes: typed, it would stay on the screen, which the model reads.
+// It returns the file's path.
+func (c *Coder) writeEnv(ctx context.Context, base string) (string, error) {
+	env := slices.Concat(c.o.Env, c.p.Env, []string{agentEnv + "=" + c.p.Name})
+	if base != "" && c.p.BaseURLEnv != "" {
+		env = append(env, c.p.BaseURLEnv+"="+base)
 	}
 	var envFile strings.Builder
 	for _, e := range env {

@@ -141,10 +141,11 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 	if res.State == TurnCrashed {
 		c.running = false
 		screen := res.Text
-		if err := c.startCLI(ctx); err != nil {
+		resumed, err := c.startCLI(ctx, true)
+		if err != nil {
 			return res, err
 		}
-		res.Started = true
+		res.Started, res.Resumed = true, resumed
 		res.Text = screen
 	}
 	return res, nil

@@ -34,9 +34,10 @@ func newFakeSession() *fakeSession {
 	return &fakeSession{changed: make(chan struct{}), lines: []string{"$"}}
 }
 
-func (f *fakeSession) Workspace() string       { return "/workspace" }
-func (f *fakeSession) RunDir() string          { return "/tmp/conch" }
-func (f *fakeSession) Hook(name string) string { return "hook " + name }
+func (f *fakeSession) Workspace() string            { return "/workspace" }
+func (f *fakeSession) RunDir() string               { return "/tmp/conch" }
+func (f *fakeSession) Hook(name string) string      { return "hook " + name }
+func (f *fakeSession) ReadyHook(name string) string { return "ready " + name }
 
 // bumpLocked records a change and wakes the watchers.
 func (f *fakeSession) bumpLocked() {
@@ -129,6 +130,9 @@ type fileSandbox struct{ conch.Sandbox }
 func (fileSandbox) ID() string { return "fake" }
 func (fileSandbox) WriteFile(context.Context, string, []byte, fs.FileMode) error {
 	return nil
+}
+func (fileSandbox) Exec(context.Context, conch.ExecRequest) (conch.ExecResult, error) {
+	return conch.ExecResult{Output: []byte("0\n")}, nil
 }
 
 // TestProgressEveryNewScreen: progress goes out whenever the screen shows

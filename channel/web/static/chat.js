@@ -227,7 +227,8 @@ function renderEvent(ev, html) {
       break;
     case "turn":
       if (d.status === "pending") setStatus(d.queued ? "queued (" + d.queued + ")" : "queued");
-      else if (d.status === "running") setStatus("working…");
+      else if (d.status === "running") setStatus(d.attempt > 1 ? "working… (resumed after a restart)" : "working…");
+      else if (d.resumes) setStatus("interrupted by a restart of conch; it resumes when conch is back");
       else {
         setStatus("");
         if (d.status !== "done" && d.reason) {

@@ -9,7 +9,17 @@
 //   - an Enter that arrives less than 300 ms after typed text is swallowed;
 //   - a turn-end hook (settings "hooks.stop", run with sh -c) after every turn;
 //   - a task containing "crash" makes it exit with status 3;
-//   - a task containing "show proxy" shows its HTTPS_PROXY.
+//   - a task containing "show base url" shows its FAKECLI_BASE_URL;
+//   - start-up takes settings "startup_ms": the input box is drawn at once
+//     but every key that comes before start-up ends is dropped (as Codex
+//     and Gemini CLI lose a first task typed too early); then it switches
+//     bracketed paste on and runs its session-start hook ("hooks.start");
+//   - --yolo: permission menus are skipped (full-auto mode);
+//   - every task is recorded in $HOME/.fakecli/session; --continue loads
+//     it (and fails, status 1, when there is none), and a task containing
+//     "what did I ask" lists the earlier tasks of the session;
+//   - a task containing "spawn helper" leaves a helper process (sleep)
+//     running in a session of its own, as the real CLIs' daemons do.
 //
 // It is a full-screen program drawing in place (cursor addressing, no
 // alternate screen), reading its terminal in raw mode. Tests build it with
@@ -33,8 +43,10 @@ const swallowWindow = 300 * time.Millisecond
 
 type settings struct {
 	Onboarded bool `json:"onboarded"`
+	StartupMS int  `json:"startup_ms"`
 	Hooks     struct {
-		Stop string `json:"stop"`
+		Stop  string `json:"stop"`
+		Start string `json:"start"`
 	} `json:"hooks"`
 }
 
@@ -48,14 +60,37 @@ type app struct {
 	width      int
 	height     int
 	keys       chan byte
+	yolo       bool
+	session    string   // file of the session's tasks
+	earlier    []string // tasks of the session before this run
 }
 
 func main() {
 	a := &app{width: 80, height: 24, keys: make(chan byte, 256)}
+	resume := false
+	for _, arg := range os.Args[1:] {
+		switch arg {
+		case "--yolo":
+			a.yolo = true
+		case "--continue":
+			resume = true
+		}
+	}
 	if home, err := os.UserHomeDir(); err == nil {
 		if b, err := os.ReadFile(filepath.Join(home, ".fakecli", "settings.json")); err == nil {
 			_ = json.Unmarshal(b, &a.set)
 		}
+		a.session = filepath.Join(home, ".fakecli", "session")
+	}
+	if resume {
+		b, err := os.ReadFile(a.session)
+		if err != nil || len(b) == 0 {
+			fmt.Println("No conversation found to continue")
+			os.Exit(1)
+		}
+		a.earlier = strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	} else {
+		_ = os.Remove(a.session)
 	}
 	raw := exec.Command("stty", "raw", "-echo")
 	raw.Stdin = os.Stdin
@@ -107,7 +142,30 @@ func (a *app) run() int {
 		a.transcript = nil
 	}
 	a.transcript = append(a.transcript, "fakecli 1.0 — a test double of a coding agent", "")
+	if len(a.earlier) > 0 {
+		a.transcript = append(a.transcript, fmt.Sprintf("Resumed a session of %d tasks.", len(a.earlier)))
+	}
 	a.draw()
+	if a.set.StartupMS > 0 {
+		// Still starting: the box is drawn, but keys are dropped.
+		end := time.After(time.Duration(a.set.StartupMS) * time.Millisecond)
+	starting:
+		for {
+			select {
+			case _, ok := <-a.keys:
+				if !ok {
+					return 0
+				}
+			case <-end:
+				break starting
+			}
+		}
+	}
+	os.Stdout.WriteString("\x1b[?2004h")
+	defer os.Stdout.WriteString("\x1b[?2004l")
+	if a.set.Hooks.Start != "" {
+		_ = exec.Command("sh", "-c", a.set.Hooks.Start).Run()
+	}
 	for {
 		c, ok := <-a.keys
 		if !ok {
@@ -132,10 +190,22 @@ func (a *app) run() int {
 				a.input = a.input[:len(a.input)-1]
 			}
 			a.draw()
+		case c == 27:
+			a.skipPasteMark()
 		case c >= ' ':
 			a.input = append(a.input, []rune(a.readRune(c))...)
 			a.lastText = time.Now()
 			a.draw()
+		}
+	}
+}
+
+// skipPasteMark reads the rest of a bracketed-paste mark (ESC [ 200~ or
+// ESC [ 201~) after its ESC; the pasted text between is taken as typed.
+func (a *app) skipPasteMark() {
+	for c := range a.keys {
+		if c == '~' {
+			return
 		}
 	}
 }
@@ -166,6 +236,12 @@ var workFor = regexp.MustCompile(`work (\d+(?:\.\d+)?)s`)
 // turn works on one task; it reports an exit code when the program ends.
 func (a *app) turn(task string) (int, bool) {
 	a.transcript = append(a.transcript, "> "+task)
+	if f, err := os.OpenFile(a.session, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+		fmt.Fprintln(f, task)
+		f.Close()
+	}
+	prev := a.earlier[:len(a.earlier):len(a.earlier)]
+	a.earlier = append(prev, task)
 	d := 500 * time.Millisecond
 	if m := workFor.FindStringSubmatch(task); m != nil {
 		var s float64
@@ -184,7 +260,9 @@ func (a *app) turn(task string) (int, bool) {
 		a.draw()
 		return 3, true
 	}
-	if strings.Contains(task, "permission") {
+	if strings.Contains(task, "permission") && a.yolo {
+		a.transcript = append(a.transcript, "permission auto-granted (yolo)")
+	} else if strings.Contains(task, "permission") {
 		a.status = ""
 		a.menu = []string{"Allow fakecli to run `make deploy`?", "❯ 1. Yes, allow once", "  2. No, and tell fakecli what to do differently (esc)"}
 		a.draw()
@@ -203,8 +281,18 @@ func (a *app) turn(task string) (int, bool) {
 		a.transcript = append(a.transcript, "permission "+answer)
 		a.busy(200 * time.Millisecond)
 	}
-	if strings.Contains(task, "show proxy") {
-		a.transcript = append(a.transcript, "proxy: "+os.Getenv("HTTPS_PROXY"))
+	if strings.Contains(task, "show base url") {
+		a.transcript = append(a.transcript, "base url: "+os.Getenv("FAKECLI_BASE_URL"))
+	}
+	if strings.Contains(task, "what did I ask") {
+		a.transcript = append(a.transcript, fmt.Sprintf("Earlier you asked: %s", strings.Join(prev, " | ")))
+	}
+	if strings.Contains(task, "spawn helper") {
+		helper := exec.Command("setsid", "sleep", "1000")
+		if err := helper.Start(); err == nil {
+			a.transcript = append(a.transcript, fmt.Sprintf("helper %d started", helper.Process.Pid))
+			_ = helper.Process.Release()
+		}
 	}
 	if p := ipcPath.FindString(task); p != "" {
 		if b, err := os.ReadFile(strings.TrimRight(p, ".,;:")); err == nil {
