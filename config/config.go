@@ -144,6 +144,24 @@ type CoderConfig struct {
 	// Hosts adds hosts the CLI may reach through the egress proxy, beyond
 	// its API's.
 	Hosts []string `toml:"hosts" env:"HOSTS" envSeparator:","`
+	// Approvals is auto (the CLI runs in its full-auto mode: the sandbox
+	// is the boundary) or ask (it keeps its permission prompts, which the
+	// model answers with respond_to_agent).
+	Approvals string `toml:"approvals" env:"APPROVALS"`
+}
+
+// Vendor is the API vendor of the coding agent: anthropic, openai or
+// gemini; "" when none is configured.
+func (c CoderConfig) Vendor() string {
+	switch c.Agent {
+	case "claude":
+		return "anthropic"
+	case "codex":
+		return "openai"
+	case "gemini":
+		return "gemini"
+	}
+	return ""
 }
 
 // Duration is a time.Duration written as "1.5s" in TOML and the environment.
@@ -233,6 +251,17 @@ func Load(path string, environ []string) (*Config, error) {
 			return nil, fmt.Errorf("coder.api_key_file: %w", err)
 		}
 		c.Coder.APIKey = strings.TrimSpace(string(b))
+	}
+	if v := c.Coder.Vendor(); c.Coder.APIKey == "" && v != "" {
+		// The vendor's own variable (ANTHROPIC_API_KEY for Claude Code…),
+		// then the model's key when the model is of the same vendor.
+		c.Coder.APIKey = envMap[providerKeyEnv(v)]
+		if c.Coder.APIKey == "" && v == "gemini" {
+			c.Coder.APIKey = envMap["GOOGLE_API_KEY"]
+		}
+		if c.Coder.APIKey == "" && c.Model.Provider == v {
+			c.Coder.APIKey = c.Model.APIKey
+		}
 	}
 	if c.DataDir == "" {
 		c.DataDir = defaultDataDir(envMap)
@@ -331,7 +360,12 @@ func (c *Config) Validate() error {
 		add("coder.agent", fmt.Sprintf("unknown coding agent %q", c.Coder.Agent), "use gemini, claude, codex, or leave it empty to disable the code tool")
 	}
 	if c.Coder.Agent != "" && c.Coder.APIKey == "" {
-		add("coder.api_key", "the coding agent has no API key", "set CONCH_CODER_API_KEY or [coder] api_key_file")
+		add("coder.api_key", "the coding agent has no API key", "set CONCH_CODER_API_KEY (or "+providerKeyEnv(c.Coder.Vendor())+") or [coder] api_key_file")
+	}
+	switch c.Coder.Approvals {
+	case "auto", "ask":
+	default:
+		add("coder.approvals", fmt.Sprintf("unknown approval mode %q", c.Coder.Approvals), "use auto (the CLI's full-auto mode inside the sandbox) or ask (its permission prompts go to the model)")
 	}
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)

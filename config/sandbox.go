@@ -117,6 +117,25 @@ func (s SandboxConfig) ActiveProfile() (SandboxProfile, error) {
 	return s.Profiles[DefaultSandboxProfile].Merge(p), nil
 }
 
+// CoderSandbox is what a sandbox needs besides the defaults when a coding
+// agent runs in it: a CLI with its language server, tools and child
+// processes outgrows 512 MiB and 128 processes (threads count). A
+// configured profile's own values win.
+func CoderSandbox() SandboxProfile {
+	pids := int64(1024)
+	return SandboxProfile{Memory: "2g", Pids: &pids}
+}
+
+// SandboxProfile returns the hardening overrides sandboxes get: the active
+// profile, on top of CoderSandbox when a coding agent is configured.
+func (c *Config) SandboxProfile() (SandboxProfile, error) {
+	p, err := c.Sandbox.ActiveProfile()
+	if err != nil || c.Coder.Agent == "" {
+		return p, err
+	}
+	return CoderSandbox().Merge(p), nil
+}
+
 // SandboxProfile changes hardening settings; fields left out keep the
 // default (read-only root, 256 MiB tmpfs /tmp, cap_drop ALL,
 // no-new-privileges, init, 128 processes, 1 CPU, 512 MiB, uid 1000,

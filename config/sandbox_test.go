@@ -151,3 +151,20 @@ func TestSandboxDiskAuto(t *testing.T) {
 		}
 	}
 }
+
+// TestCoderSandbox: a coding agent gets more memory and processes unless
+// the configured profile says otherwise.
+func TestCoderSandbox(t *testing.T) {
+	c := &Config{}
+	if p, err := c.SandboxProfile(); err != nil || p.Memory != "" || p.Pids != nil {
+		t.Fatalf("no coder: got %+v, %v; want the defaults", p, err)
+	}
+	c.Coder.Agent = "claude"
+	if p, err := c.SandboxProfile(); err != nil || p.Memory != "2g" || p.Pids == nil || *p.Pids != 1024 {
+		t.Fatalf("coder: got %+v, %v; want 2g and 1024 processes", p, err)
+	}
+	c.Sandbox.Profiles = map[string]SandboxProfile{DefaultSandboxProfile: {Memory: "4g"}}
+	if p, err := c.SandboxProfile(); err != nil || p.Memory != "4g" || *p.Pids != 1024 {
+		t.Fatalf("coder with a profile: got %+v, %v; want the profile's 4g", p, err)
+	}
+}

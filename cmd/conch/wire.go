@@ -276,7 +276,7 @@ func coderProfile(name string) (coder.Profile, bool) {
 // coderOptions gives the CLI its key and endpoint.
 func coderOptions(d *deps, p coder.Profile) coder.Options {
 	cc := d.cfg.Coder
-	o := coder.Options{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}}
+	o := coder.Options{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}, Ask: cc.Approvals == "ask"}
 	if cc.BaseURL != "" && p.BaseURLEnv != "" {
 		o.Env = append(o.Env, p.BaseURLEnv+"="+cc.BaseURL)
 	}

@@ -63,7 +63,7 @@ func HardeningFromProfile(p config.SandboxProfile) (Hardening, error) {
 // no agent (one engine exec per operation) otherwise.
 func OptionsFromConfig(c *config.Config, instanceID string) (Options, error) {
 	s := c.Sandbox
-	prof, err := s.ActiveProfile()
+	prof, err := c.SandboxProfile()
 	if err != nil {
 		return Options{}, err
 	}
