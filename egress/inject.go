@@ -92,10 +92,12 @@ type InjectorOptions struct {
 // Responses stream through unbuffered (server-sent events); request bodies
 // stream too.
 //
-// It serves only origin-form requests for its own address (the bridge's
-// 127.0.0.1:port, or localhost:port) under its upstream's base path.
-// CONNECT, requests for any other host, protocol upgrades (WebSocket) and
-// paths with dot segments are refused with 403 and a short plain-text
+// It serves only requests for its own address (the bridge's
+// 127.0.0.1:port, or localhost:port) under its upstream's base path: in
+// origin form, in absolute form, or inside a CONNECT tunnel to that same
+// address (clients that send everything through HTTPS_PROXY). CONNECT to
+// anything else, requests for any other host, protocol upgrades (WebSocket)
+// and paths with dot segments are refused with 403 and a short plain-text
 // reason, and reported (OnRequest and a log line).
 type Injector struct {
 	o        InjectorOptions
@@ -210,7 +212,7 @@ func (in *Injector) ServeConn(ctx context.Context, c net.Conn) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(in.o.Logger.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		BaseContext:       func(net.Listener) context.Context { return context.WithValue(ctx, serveCtxKey{}, ctx) },
 	}
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
@@ -220,6 +222,10 @@ func (in *Injector) ServeConn(ctx context.Context, c net.Conn) error {
 	}
 	return fmt.Errorf("egress injector: %w", err)
 }
+
+// serveCtxKey holds the context ServeConn was given, in the requests it
+// serves (for a tunnel, which outlives its CONNECT request's context).
+type serveCtxKey struct{}
 
 // ServeHTTP refuses what the Injector does not serve and forwards the rest.
 func (in *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -235,6 +241,11 @@ func (in *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			in.o.OnRequest(ev)
 		}
 	}()
+	if r.Method == http.MethodConnect && in.ownHost(r) {
+		ev.Allowed, ev.Status = true, http.StatusOK
+		in.tunnelToSelf(w, r)
+		return
+	}
 	if why := in.refusal(r); why != "" {
 		ev.Reason, ev.Status = why, http.StatusForbidden
 		in.o.Logger.Warn("egress injector: request refused", "method", r.Method, "target", ev.Target, "reason", why, "remote", r.RemoteAddr)
@@ -257,10 +268,53 @@ func (in *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in.o.Logger.Debug("egress injector: forwarded", "method", r.Method, "target", ev.Target, "status", rec.status, "elapsed", time.Since(begin))
 }
 
+// tunnelToSelf answers a CONNECT for the Injector's own address (what a
+// client that sends everything through its HTTPS_PROXY does, when that is
+// the bridge) and serves the HTTP inside the tunnel like any other.
+func (in *Injector) tunnelToSelf(w http.ResponseWriter, r *http.Request) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		http.Error(w, "conch egress: cannot tunnel on this connection", http.StatusInternalServerError)
+		return
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		in.o.Logger.Debug("egress injector: hijack for CONNECT", "err", err)
+		return
+	}
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		c.Close()
+		return
+	}
+	// brw.Reader reads through to c and holds what the client sent early.
+	// The request's context ends with the hijack; the tunnel lives as long
+	// as the connection it came on.
+	ctx, _ := r.Context().Value(serveCtxKey{}).(context.Context)
+	if ctx == nil {
+		ctx = context.WithoutCancel(r.Context())
+	}
+	_ = in.ServeConn(ctx, &bufferedConn{Conn: c, r: brw.Reader})
+}
+
+// bufferedConn reads through a bufio.Reader over its Conn.
+type bufferedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // refusal returns why r is not served, or "".
 func (in *Injector) refusal(r *http.Request) string {
 	if r.Method == http.MethodConnect {
-		return "CONNECT is not allowed: this is a plain-HTTP endpoint for " + string(in.o.Vendor) + "'s API only"
+		return fmt.Sprintf("CONNECT to %s is not allowed: this endpoint forwards only to %s's API", r.Host, in.o.Vendor)
 	}
 	if !in.ownHost(r) {
 		return fmt.Sprintf("host %q is not allowed: this endpoint forwards only to %s's API", r.Host, in.o.Vendor)

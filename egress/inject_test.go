@@ -134,14 +134,14 @@ func TestInjectorVendors(t *testing.T) {
 	}{
 		{
 			vendor: egress.Anthropic, path: "/v1/messages",
-			body:  `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`,
-			creds: http.Header{"X-Api-Key": {egress.PlaceholderKey}, "Authorization": {"Bearer " + egress.PlaceholderKey}, "Anthropic-Version": {"2023-06-01"}},
+			body:    `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`,
+			creds:   http.Header{"X-Api-Key": {egress.PlaceholderKey}, "Authorization": {"Bearer " + egress.PlaceholderKey}, "Anthropic-Version": {"2023-06-01"}},
 			wantHdr: "X-Api-Key", wantVal: realKey,
 		},
 		{
 			vendor: egress.OpenAI, baseSfx: "/v1", path: "/chat/completions",
-			body:  `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`,
-			creds: http.Header{"Authorization": {"Bearer " + egress.PlaceholderKey}, "X-Api-Key": {egress.PlaceholderKey}},
+			body:    `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`,
+			creds:   http.Header{"Authorization": {"Bearer " + egress.PlaceholderKey}, "X-Api-Key": {egress.PlaceholderKey}},
 			wantHdr: "Authorization", wantVal: "Bearer " + realKey,
 		},
 		{
@@ -419,7 +419,7 @@ func TestInjectorRefuses(t *testing.T) {
 	h := startInjector(t, egress.InjectorOptions{Vendor: egress.OpenAI, Key: realKey, BaseURL: upstream.URL + "/v1"})
 	own := strings.TrimPrefix(h.origin, "http://")
 	for _, tc := range []struct{ name, req, want string }{
-		{"CONNECT", "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n", "CONNECT is not allowed"},
+		{"CONNECT", "CONNECT evil.test:443 HTTP/1.1\r\nHost: evil.test:443\r\n\r\n", "CONNECT to evil.test:443 is not allowed"},
 		{"absolute-form to another host", "GET http://evil.test/v1/models HTTP/1.1\r\nHost: " + own + "\r\n\r\n", `host "evil.test" is not allowed`},
 		{"another Host", "GET /v1/models HTTP/1.1\r\nHost: evil.test\r\n\r\n", `host "evil.test" is not allowed`},
 		{"own address, other port", "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n", `host "127.0.0.1:1" is not allowed`},
@@ -450,10 +450,32 @@ func TestInjectorRefuses(t *testing.T) {
 			t.Errorf("%q: got %s %q, want it forwarded", req, status, body)
 		}
 	}
+	// A CONNECT tunnel to the injector's own address (a client that sends
+	// everything through HTTPS_PROXY) carries requests like any other.
+	c, err := net.Dial("tcp", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", own, own)
+	if resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT to the injector itself: %v %v", resp, err)
+	}
+	for i := 0; i < 2; i++ { // two requests: the tunnel keeps alive
+		fmt.Fprintf(c, "GET /v1/models HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", own, egress.PlaceholderKey)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d in the tunnel: %v %v", i, resp, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if seen != 2 {
-		t.Errorf("the upstream saw %d requests, want only the 2 allowed ones", seen)
+	if seen != 4 {
+		t.Errorf("the upstream saw %d requests, want only the 4 allowed ones", seen)
 	}
 	if !strings.Contains(h.log.String(), "request refused") {
 		t.Errorf("no log line for the refusals:\n%s", h.log.String())
