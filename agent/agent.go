@@ -53,6 +53,11 @@ type Options struct {
 	// the model as a user-role note to address before it may finish, at
 	// most MaxPreStopRounds times per turn. Nil or no lines: the answer stands.
 	PreStop func(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string) []string
+	// Secrets are replaced by Redacted in every tool result, tool error and
+	// progress line before the model, the store or any channel sees them
+	// (defence in depth: the configured API keys, tokens and passwords).
+	// Secrets shorter than MinSecretLen are ignored.
+	Secrets []string
 	// Sleep waits for d or until ctx is done; injectable for tests.
 	Sleep  func(ctx context.Context, d time.Duration) error
 	Now    func() time.Time
@@ -61,10 +66,11 @@ type Options struct {
 
 // Agent runs turns. It is safe for concurrent use by many conversations.
 type Agent struct {
-	opts  Options
-	tools map[string]conch.Tool
-	specs []conch.ToolSpec
-	rnd   func() float64
+	opts     Options
+	tools    map[string]conch.Tool
+	specs    []conch.ToolSpec
+	rnd      func() float64
+	redactor *strings.Replacer // nil when there are no secrets
 }
 
 // New returns an Agent; tool names must be unique.
@@ -96,7 +102,7 @@ func New(opts Options) (*Agent, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &Agent{opts: opts, tools: make(map[string]conch.Tool), rnd: defaultRand}
+	a := &Agent{opts: opts, tools: make(map[string]conch.Tool), rnd: defaultRand, redactor: newRedactor(opts.Secrets)}
 	for _, t := range opts.Tools {
 		s := t.Spec()
 		if _, dup := a.tools[s.Name]; dup {
@@ -287,7 +293,7 @@ func (a *Agent) call(ctx context.Context, req conch.ModelRequest, emit conch.Eve
 // model reads; a Go error from the tool ends the turn.
 func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, call conch.ToolCall, emit conch.EventSink) (conch.ToolOutput, error) {
 	a.record(ctx, turn, conch.StepToolCall, ToolCallDetail{ID: call.ID, Name: call.Name, Arguments: json.RawMessage(orEmptyObject(call.Arguments))})
-	emit(conch.ToolStarted{CallID: call.ID, Name: call.Name, Summary: describeCall(call)})
+	emit(conch.ToolStarted{CallID: call.ID, Name: call.Name, Summary: a.redact(describeCall(call))})
 	start := a.opts.Now()
 	var out conch.ToolOutput
 	var err error
@@ -299,6 +305,7 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 		out = conch.ToolFail(fmt.Sprintf("the arguments of %s are not valid JSON: %s", call.Name, clip(string(call.Arguments), 200)))
 	default:
 		out, err = tool.Run(ctx, env, orEmptyObject(call.Arguments))
+		out.Content, err = a.redact(out.Content), a.redactErr(err)
 	}
 	took := a.opts.Now().Sub(start)
 	detail := ToolResultDetail{ID: call.ID, Name: call.Name, DurationMS: took.Milliseconds(), IsError: out.IsError, Bytes: len(out.Content), ExitCode: out.ExitCode}

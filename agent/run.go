@@ -69,6 +69,10 @@ func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
 		emit := t.emit
 		t.env.Progress = func(text string) { emit(conch.ToolProgress{Text: text}) }
 	}
+	if a.redactor != nil {
+		progress := t.env.Progress
+		t.env.Progress = func(text string) { progress(a.redact(text)) }
+	}
 	if t.managed {
 		if err := t.loadStatus(ctx); err != nil {
 			return nil, err

@@ -1,11 +1,16 @@
-// Package egress is the allowlisting HTTP CONNECT proxy through which a
-// coding-agent CLI in a network-less sandbox reaches its API. The sandbox
-// stays on network none: a proxy address on the sandbox's loopback is
-// forwarded to conch, which runs this proxy on the host and lets through
-// only TLS tunnels (CONNECT) to the hosts and ports of the CLI's profile.
+// Package egress is how a coding-agent CLI in a network-less sandbox
+// reaches its API. The sandbox stays on network none: a Bridge carries
+// connections made to a port on the sandbox's loopback to a server on the
+// host, over the sandbox's Exec streams.
 //
-// The proxy serves any stream (ServeConn), so the transport that carries a
-// sandbox connection to the host is independent of it.
+// The server the coding agent's bridge leads to is an Injector: a reverse
+// proxy for one API that takes plain HTTP from the CLI (which holds only
+// PlaceholderKey), puts the real key on each request and forwards it over
+// HTTPS, so the key never enters the sandbox. Proxy is the older
+// allowlisting CONNECT proxy (TLS end to end, the key inside the sandbox).
+//
+// Both serve any connection (ConnServer), so the transport that carries a
+// sandbox connection to the host is independent of them.
 package egress
 
 import (
@@ -49,11 +54,16 @@ type Options struct {
 	Logger   *slog.Logger
 }
 
-// Event describes one CONNECT request.
+// Event describes one request: a Proxy's CONNECT, or one request to an
+// Injector.
 type Event struct {
-	Target  string // host:port asked for
+	// Target is what was asked for: host:port for a CONNECT, host and path
+	// (never the query) for a request to an Injector.
+	Target  string
+	Method  string // an Injector's request method
 	Allowed bool
-	Reason  string // why it was refused
+	Reason  string // why it was refused, or how forwarding failed
+	Status  int    // the status an Injector answered with
 	Up      int64  // bytes client → upstream
 	Down    int64  // bytes upstream → client
 	Elapsed time.Duration
@@ -165,9 +175,11 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// ServeConn serves one client stream: one CONNECT request, then the tunnel.
-// It closes c.
-func (p *Proxy) ServeConn(ctx context.Context, c io.ReadWriteCloser) error {
+var _ ConnServer = (*Proxy)(nil)
+
+// ServeConn serves one client connection: one CONNECT request, then the
+// tunnel. It closes c.
+func (p *Proxy) ServeConn(ctx context.Context, c net.Conn) error {
 	defer c.Close()
 	br := bufio.NewReader(c)
 	// A client that never sends its request must not hold the stream: close

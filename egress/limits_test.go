@@ -2,40 +2,22 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 )
 
-// silentStream is a client stream that never sends anything until closed.
-type silentStream struct {
-	closed chan struct{}
-}
-
-func (s *silentStream) Read([]byte) (int, error) { <-s.closed; return 0, io.EOF }
-func (s *silentStream) Write(p []byte) (int, error) {
-	select {
-	case <-s.closed:
-		return 0, io.ErrClosedPipe
-	default:
-		return len(p), nil
-	}
-}
-func (s *silentStream) Close() error {
-	select {
-	case <-s.closed:
-	default:
-		close(s.closed)
-	}
-	return nil
-}
-
 func TestSilentClientIsClosed(t *testing.T) {
 	p := New(Options{Hosts: []string{"example.org"}, RequestTimeout: 50 * time.Millisecond})
-	s := &silentStream{closed: make(chan struct{})}
+	// A client that never sends anything.
+	server, client := net.Pipe()
+	defer client.Close()
 	done := make(chan error, 1)
-	go func() { done <- p.ServeConn(context.Background(), s) }()
+	go func() { done <- p.ServeConn(context.Background(), server) }()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "no request within") {
@@ -52,5 +34,58 @@ func TestQueueOverflowEndsTunnel(t *testing.T) {
 	q.push([]byte("one byte too many"))
 	if n, err := q.read(make([]byte, 10)); n != 0 || err != io.EOF {
 		t.Fatalf("after overflow read gave %d, %v; want the tunnel ended (EOF)", n, err)
+	}
+}
+
+// oneByteReader hands out its data a byte at a time.
+type oneByteReader struct{ data []byte }
+
+func (r *oneByteReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	p[0], r.data = r.data[0], r.data[1:]
+	return 1, nil
+}
+
+func TestScrubBodyMasksSplitKeys(t *testing.T) {
+	key := "sk-abcabd"
+	for _, tc := range []struct{ in, want string }{
+		{"x sk-abcabd y", "x ********* y"},
+		{"sk-abcabdsk-abcabd", "******************"},
+		{"sk-abcabsk-abcabd!", "sk-abcab*********!"}, // a near miss, then the key
+		{"ends with sk-abc", "ends with sk-abc"},     // a beginning at EOF is released
+		{"", ""},
+	} {
+		for _, r := range []io.Reader{strings.NewReader(tc.in), &oneByteReader{[]byte(tc.in)}} {
+			s := &scrubBody{r: io.NopCloser(r), key: []byte(key), mask: []byte(strings.Repeat("*", len(key)))}
+			got, err := io.ReadAll(s)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("scrub %q (%T): got %q, %v; want %q", tc.in, r, got, err, tc.want)
+			}
+		}
+	}
+}
+
+func TestQueueReadDeadline(t *testing.T) {
+	q := newByteQueue()
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.read(make([]byte, 1))
+		done <- err
+	}()
+	q.setDeadline(time.Now().Add(20 * time.Millisecond))
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read past its deadline: got %v, want os.ErrDeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a pending read outlived its deadline")
+	}
+	q.setDeadline(time.Time{})
+	q.push([]byte("x"))
+	if n, err := q.read(make([]byte, 1)); n != 1 || err != nil {
+		t.Fatalf("read after clearing the deadline: %d, %v", n, err)
 	}
 }

@@ -4,18 +4,22 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"conch"
 	"conch/agent"
 	"conch/channel/web"
 	"conch/config"
+	"conch/egress"
 	"conch/gateway"
 	"conch/hook"
 	"conch/llm"
@@ -212,12 +216,32 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
+		Secrets:       configSecrets(d.cfg),
 		Logger:        d.log,
 	}
 	if h := d.hooks(); h != nil {
 		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
 	}
 	return agent.New(opts)
+}
+
+// configSecrets lists every secret in the configuration, for the agent to
+// redact from tool results: the model's and the coding agent's API keys,
+// the search keys, the channels' tokens and passwords. Secrets kept in files
+// are read here too (from copies: the channels read their own, and report a
+// file that cannot be read).
+func configSecrets(cfg *config.Config) []string {
+	m, e, tg := cfg.Matrix, cfg.Email, cfg.Telegram
+	_ = m.LoadSecrets()
+	_ = e.LoadSecrets()
+	_ = tg.LoadSecrets()
+	return []string{
+		cfg.Model.APIKey, cfg.Coder.APIKey,
+		cfg.Search.TavilyAPIKey, cfg.Search.BraveAPIKey,
+		tg.BotToken,
+		m.AccessToken, m.Password, m.PickleKey,
+		e.IMAPPassword, e.SMTPPassword,
+	}
 }
 
 // tools lists the built-in tools: memory and the host-side tools always,
@@ -245,7 +269,11 @@ func tools(d *deps) ([]conch.Tool, error) {
 	)
 	ts = append(ts, tool.TerminalTools(d.terminals)...)
 	if profile, ok := coderProfile(d.cfg.Coder.Agent); ok {
-		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: coderOptions(d, profile)})...)
+		co, err := coderOptions(d, profile)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co})...)
 	}
 	return ts, nil
 }
@@ -273,14 +301,85 @@ func coderProfile(name string) (coder.Profile, bool) {
 	return coder.Profile{}, false
 }
 
-// coderOptions gives the CLI its key and endpoint.
-func coderOptions(d *deps, p coder.Profile) coder.Options {
-	cc := d.cfg.Coder
-	o := coder.Options{APIKey: cc.APIKey, Env: []string{p.APIKeyEnv + "=" + cc.APIKey}, Ask: cc.Approvals == "ask"}
-	if cc.BaseURL != "" && p.BaseURLEnv != "" {
-		o.Env = append(o.Env, p.BaseURLEnv+"="+cc.BaseURL)
+// coderVendor is the API a coding-agent CLI speaks, by its profile's name.
+func coderVendor(p coder.Profile) (egress.Vendor, bool) {
+	switch p.Name {
+	case "claude":
+		return egress.Anthropic, true
+	case "codex":
+		return egress.OpenAI, true
+	case "gemini":
+		return egress.Gemini, true
 	}
-	return o
+	return "", false
+}
+
+// coderRoute builds the coding agent's way out: one Injector for the
+// configured CLI's API (coder.api_key, coder.base_url), reached from each
+// conversation's sandbox through a bridge on egress.DefaultBridgePort.
+// route gives the base URL the CLI must use (with egress.PlaceholderKey as
+// its key); it is idempotent and cheap while the bridge lives, and starts
+// the bridge again on the same port when it is gone (after a restart of
+// conch), so call it before each start or reattachment of the CLI. baseURL
+// is what route returns, known up front because the port is fixed.
+func coderRoute(d *deps, p coder.Profile) (route func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error), baseURL string, err error) {
+	cc := d.cfg.Coder
+	vendor, ok := coderVendor(p)
+	if !ok {
+		return nil, "", fmt.Errorf("coder: no API vendor known for the coding agent %q", p.Name)
+	}
+	if len(cc.Hosts) > 0 {
+		d.log.Warn("coder.hosts is ignored: the coding agent reaches only its API, through conch's key-injecting egress", "hosts", cc.Hosts)
+	}
+	in, err := egress.NewInjector(egress.InjectorOptions{
+		Vendor: vendor, Key: cc.APIKey, BaseURL: cc.BaseURL, Logger: d.log,
+		OnRequest: func(e egress.Event) {
+			if e.Allowed || d.audit == nil {
+				return
+			}
+			detail, _ := json.Marshal(map[string]string{"method": e.Method, "target": e.Target, "reason": e.Reason})
+			if err := d.audit.Audit(context.Background(), conch.AuditEvent{At: time.Now(), Kind: "egress_refused", Detail: detail}); err != nil {
+				d.log.Warn("audit egress refusal", "err", err)
+			}
+		},
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("coder: %w", err)
+	}
+	bridges := egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})
+	d.closers = append(d.closers, in, bridges)
+	d.releasers = append(d.releasers, bridges)
+	route = func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
+		origin, err := bridges.URL(ctx, key, sb)
+		if err != nil {
+			return "", err
+		}
+		return in.ClientBaseURL(origin), nil
+	}
+	return route, in.ClientBaseURL("http://127.0.0.1:" + strconv.Itoa(egress.DefaultBridgePort)), nil
+}
+
+// coderOptions gives the CLI a placeholder key and a base URL on its
+// sandbox's loopback (Route), where conch's Injector adds the real key on
+// the host: the key never enters the sandbox, which stays on network none.
+// HTTPS_PROXY points at the same address, so that an https request to any
+// other host becomes a CONNECT the Injector refuses and audits rather than
+// a silent DNS failure; the base URL itself is not proxied.
+func coderOptions(d *deps, p coder.Profile) (coder.Options, error) {
+	route, _, err := coderRoute(d, p)
+	if err != nil {
+		return coder.Options{}, err
+	}
+	origin := "http://127.0.0.1:" + strconv.Itoa(egress.DefaultBridgePort)
+	return coder.Options{
+		APIKey: egress.PlaceholderKey,
+		Env: []string{
+			p.APIKeyEnv + "=" + egress.PlaceholderKey,
+			"HTTPS_PROXY=" + origin, "https_proxy=" + origin, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
+		},
+		Route: route,
+		Ask:   d.cfg.Coder.Approvals == "ask",
+	}, nil
 }
 
 type closerFunc func() error

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"conch/config"
+	"conch/egress"
+)
+
+// TestCoderOptionsKeepKeyOut: the CLI is given the placeholder key and a
+// base URL on its bridge, never the real key.
+func TestCoderOptionsKeepKeyOut(t *testing.T) {
+	const real = "sk-real-coder-key-0123456789"
+	for _, tc := range []struct{ agent, baseURL, wantBase string }{
+		{"claude", "", "http://127.0.0.1:47291"},
+		{"codex", "", "http://127.0.0.1:47291/v1"},
+		{"codex", "http://10.0.0.5:4000/v1", "http://127.0.0.1:47291/v1"},
+		{"gemini", "", "http://127.0.0.1:47291"},
+	} {
+		d := &deps{cfg: &config.Config{Coder: config.CoderConfig{Agent: tc.agent, APIKey: real, BaseURL: tc.baseURL}}, log: slog.New(slog.DiscardHandler)}
+		p, _ := coderProfile(tc.agent)
+		o, err := coderOptions(d, p)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.agent, err)
+		}
+		if o.APIKey != egress.PlaceholderKey || !slices.Contains(o.Env, p.APIKeyEnv+"="+egress.PlaceholderKey) || !slices.Contains(o.Env, "HTTPS_PROXY=http://127.0.0.1:47291") {
+			t.Errorf("%s %q: got APIKey %q, Env %q; want the placeholder and the bridge as HTTPS_PROXY", tc.agent, tc.baseURL, o.APIKey, o.Env)
+		}
+		if _, base, err := coderRoute(d, p); err != nil || base != tc.wantBase {
+			t.Errorf("%s %q: route base URL %q (%v), want %s", tc.agent, tc.baseURL, base, err, tc.wantBase)
+		}
+		if strings.Contains(strings.Join(o.Env, " ")+o.APIKey, real) {
+			t.Errorf("%s: the real key is in the CLI's options", tc.agent)
+		}
+		if o.Route == nil || len(d.releasers) != 2 {
+			t.Errorf("%s: the bridges are not wired (Route %v, %d releasers)", tc.agent, o.Route != nil, len(d.releasers))
+		}
+		d.Close()
+	}
+}
+
+// TestConfigSecrets: secrets given directly and in files are all listed.
+func TestConfigSecrets(t *testing.T) {
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "bot")
+	if err := os.WriteFile(tokenFile, []byte("123456:telegram-token-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{
+		Model:    config.ModelConfig{APIKey: "model-key-123456"},
+		Coder:    config.CoderConfig{APIKey: "coder-key-123456"},
+		Search:   config.SearchConfig{BraveAPIKey: "brave-key-123456"},
+		Telegram: config.TelegramConfig{BotTokenFile: tokenFile},
+		Matrix:   config.MatrixConfig{Password: "matrix-password"},
+		Email:    config.EmailConfig{IMAPPassword: "imap-password"},
+	}
+	got := configSecrets(cfg)
+	for _, want := range []string{"model-key-123456", "coder-key-123456", "brave-key-123456", "123456:telegram-token-from-file", "matrix-password", "imap-password"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("configSecrets: %q missing from %q", want, got)
+		}
+	}
+	if cfg.Telegram.BotToken != "" {
+		t.Error("configSecrets changed the configuration")
+	}
+}
