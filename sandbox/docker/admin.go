@@ -553,7 +553,7 @@ func engineSettings(c container.InspectResponse) []Setting {
 		{"privileged", strconv.FormatBool(hc.Privileged)},
 		{"cap drop", list(hc.CapDrop)},
 		{"cap add", list(hc.CapAdd)},
-		{"security options", list(hc.SecurityOpt)},
+		{"security options", list(summarizeSecurityOpt(hc.SecurityOpt))},
 		{"network", network},
 		{"pids limit", pids},
 		{"cpus", cpus},

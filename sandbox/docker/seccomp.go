@@ -105,11 +105,17 @@ func compactJSON(s string) string {
 	return b.String()
 }
 
-// summarizeSecurityOpt shortens inline profiles for error messages.
+// summarizeSecurityOpt shortens inline seccomp profiles for people: conch's
+// own is named by its digest, another by its size and hash.
 func summarizeSecurityOpt(opts []string) []string {
+	ours, digest := seccompProfile()
 	out := make([]string, len(opts))
 	for i, o := range opts {
-		if len(o) > 80 {
+		v, ok := strings.CutPrefix(o, "seccomp=")
+		switch {
+		case ok && strings.HasPrefix(v, "{") && compactJSON(v) == string(ours):
+			o = "seccomp=<conch profile " + digest + ">"
+		case len(o) > 80:
 			s := sha256.Sum256([]byte(o))
 			o = fmt.Sprintf("%s… (%d bytes, sha256 %s)", o[:40], len(o), hex.EncodeToString(s[:])[:12])
 		}

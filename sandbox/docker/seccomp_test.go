@@ -114,6 +114,9 @@ func TestSeccompOpt(t *testing.T) {
 	if !hasSeccomp([]string{"seccomp:" + path}, opt) || hasSeccomp([]string{"seccomp=" + path + "x"}, opt) {
 		t.Errorf("hasSeccomp compares paths wrongly")
 	}
+	if got := summarizeSecurityOpt([]string{"no-new-privileges", "seccomp=" + string(b)}); got[1] != "seccomp=<conch profile "+digest+">" {
+		t.Errorf("summarizeSecurityOpt: got %q", got)
+	}
 	spaced := strings.Replace(string(b), ",", ", ", 5)
 	if !hasSeccomp([]string{"seccomp=" + spaced}, "seccomp="+string(b)) {
 		t.Errorf("hasSeccomp: a reformatted profile is not recognised")
