@@ -33,14 +33,22 @@ import (
 // answer is printed), none is stored or answered twice, and the database
 // passes PRAGMA integrity_check; it prints the figures.
 //
+// The model acks a message only once the tool's output came back from the
+// sandbox, and asks again otherwise, so an answer proves the sandbox worked.
+//
 // The short version runs in CI; `make chaos` (CONCH_CHAOS=long) sends 120
-// messages. CONCH_CHAOS_SEED replays a run.
+// messages on a private dockerd that it also restarts twice mid-run (the
+// containers stop with it; conch must restart them and carry on).
+// CONCH_CHAOS_SEED replays a run.
 func TestChaos(t *testing.T) {
 	testenv.Short(t)
-	eng := engine.Docker(t)
 	n, killEvery := 12, 3
+	var priv *engine.Private
+	eng := engine.Docker(t)
 	if os.Getenv("CONCH_CHAOS") == "long" {
 		n, killEvery = 120, 5
+		priv = engine.PrivateDocker(t)
+		eng = priv.Engine
 	}
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CONCH_CHAOS_SEED"); s != "" {
@@ -67,14 +75,16 @@ func TestChaos(t *testing.T) {
 		injected    = map[string]int{}
 		killAt      = n / 2
 		killedBoxes int
+		toolRetries int
 	)
 	srv := fakellm.New(t, fakellm.WithoutRecording())
 	srv.Handle(func(req fakellm.Request) fakellm.Reply {
-		i, afterTool := chaosState(req.Messages)
+		i, tries, result := chaosState(req.Messages)
 		if i < 0 {
 			return fakellm.Text("no message")
 		}
-		state := fmt.Sprintf("%d/%v", i, afterTool)
+		afterTool := tries > 0
+		state := fmt.Sprintf("%d/%d", i, tries)
 		mu.Lock()
 		fail := !lastFailed[state] && chance(0.25)
 		lastFailed[state] = fail
@@ -96,15 +106,20 @@ func TestChaos(t *testing.T) {
 		case "timeout":
 			return fakellm.Text("too late").Delay(3 * time.Second)
 		}
-		if afterTool {
+		if afterTool && strings.Contains(result, fmt.Sprintf("tool-%d ", i)) {
 			return fakellm.Text(fmt.Sprintf("ack msg-%d", i))
+		}
+		if afterTool {
+			mu.Lock()
+			toolRetries++
+			mu.Unlock()
 		}
 		if killBox {
 			// The container dies as the tool call is handed out: the turn
 			// must still finish in a restarted container.
 			killContainers(api, instance)
 		}
-		return fakellm.ToolCall("bash", fmt.Sprintf(`{"command":"echo tool-%d"}`, i))
+		return chaosToolCall(i, tries)
 	})
 
 	dir := t.TempDir()
@@ -137,8 +152,9 @@ func TestChaos(t *testing.T) {
 	}
 	p := start()
 	acks := map[int]int{}
-	var kills, resent int
+	var kills, resent, engineRestarts int
 	var latencies []time.Duration
+	var engineDown time.Duration
 	began := time.Now()
 	dbPath := filepath.Join(dir, "data", "conch.db")
 	for i := 0; i < n; i++ {
@@ -195,6 +211,16 @@ func TestChaos(t *testing.T) {
 			kills++
 			p = start()
 		}
+		if priv != nil && (i == n/3 || i == 2*n/3) {
+			// The engine restarts under a running conch: the sandbox's
+			// container stops with it, its agent connection breaks.
+			began := time.Now()
+			if err := priv.Restart(); err != nil {
+				t.Fatalf("restart the private engine: %v", err)
+			}
+			engineDown += time.Since(began)
+			engineRestarts++
+		}
 	}
 	p.finish(t)
 	elapsed := time.Since(began)
@@ -230,9 +256,11 @@ func TestChaos(t *testing.T) {
 	slices.Sort(latencies)
 	mu.Lock()
 	fmt.Printf("chaos figures: %d messages in %s (seed %d): %d SIGKILLs of conch, %d lines re-sent after a kill, "+
-		"%d container kills mid-turn, model faults injected 429=%d 500=%d timeout=%d; lost %d, stored twice %d, "+
+		"%d container kills mid-turn, %d engine restarts (%s down), model faults injected 429=%d 500=%d timeout=%d, "+
+		"%d tool calls asked again; lost %d, stored twice %d, "+
 		"answered twice %d, answer printed again after a kill %d; reply latency p50 %s max %s; integrity_check %s\n",
-		n, elapsed.Round(time.Millisecond), seed, kills, resent, killedBoxes, injected["429"], injected["500"], injected["timeout"],
+		n, elapsed.Round(time.Millisecond), seed, kills, resent, killedBoxes, engineRestarts, engineDown.Round(time.Millisecond),
+		injected["429"], injected["500"], injected["timeout"], toolRetries,
 		len(lost), len(dupStored), len(dupAnswered), len(reprinted),
 		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond), integrity)
 	mu.Unlock()
@@ -251,21 +279,34 @@ func TestChaos(t *testing.T) {
 }
 
 // chaosState finds the message a request is about: the last user message
-// "msg-<i>", and whether a tool result followed it.
-func chaosState(msgs []fakellm.Message) (i int, afterTool bool) {
+// "msg-<i>", how many tool results followed it, and the newest one's text.
+func chaosState(msgs []fakellm.Message) (i, tries int, result string) {
 	for j := len(msgs) - 1; j >= 0; j-- {
 		m := msgs[j]
 		if len(m.ToolResults) > 0 || m.Role == "tool" {
-			afterTool = true
+			if tries == 0 {
+				for _, r := range m.ToolResults {
+					result += r.Content
+				}
+				result += m.Text
+			}
+			tries++
 			continue
 		}
 		if m.Role == "user" {
 			if _, err := fmt.Sscanf(m.Text, "msg-%d", &i); err == nil {
-				return i, afterTool
+				return i, tries, result
 			}
 		}
 	}
-	return -1, false
+	return -1, 0, ""
+}
+
+// chaosToolCall asks for `echo tool-<i> <try>`: its output proves the call
+// ran in the sandbox, and a repeated call differs from the one before (the
+// agent stops a turn that repeats a call).
+func chaosToolCall(i, try int) fakellm.Reply {
+	return fakellm.ToolCall("bash", fmt.Sprintf(`{"command":"echo tool-%d %d"}`, i, try))
 }
 
 // storedUserMessage reports whether conch stored the user message text.

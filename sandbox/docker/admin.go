@@ -492,7 +492,7 @@ func (r *Runtime) details(f *inspected) Details {
 		d.Mounts = append(d.Mounts, Mount{Type: string(m.Type), Source: src, Destination: m.Destination, ReadOnly: !m.RW})
 	}
 	d.Hardening = engineSettings(c)
-	d.HardeningProblems = r.profile.verify(r.info.Engine, c)
+	d.HardeningProblems = r.profile.verify(r.info.Engine, r.seccomp, c)
 	if d.HardeningProblems == nil {
 		d.HardeningProblems = []string{}
 	}
@@ -553,7 +553,7 @@ func engineSettings(c container.InspectResponse) []Setting {
 		{"privileged", strconv.FormatBool(hc.Privileged)},
 		{"cap drop", list(hc.CapDrop)},
 		{"cap add", list(hc.CapAdd)},
-		{"security options", list(hc.SecurityOpt)},
+		{"security options", list(summarizeSecurityOpt(hc.SecurityOpt))},
 		{"network", network},
 		{"pids limit", pids},
 		{"cpus", cpus},

@@ -211,7 +211,7 @@ func (r *Runtime) staleReason(ctx context.Context, c container.InspectResponse) 
 	if labels[LabelProfileHash] != r.specHash {
 		return "created with another hardening profile or agent binary", nil
 	}
-	if bad := r.profile.verify(r.info.Engine, c); len(bad) > 0 {
+	if bad := r.profile.verify(r.info.Engine, r.seccomp, c); len(bad) > 0 {
 		return "hardening not in effect: " + strings.Join(bad, "; "), nil
 	}
 	switch {

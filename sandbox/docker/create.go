@@ -74,7 +74,7 @@ func (r *Runtime) createLocked(ctx context.Context, b *box) error {
 // createContainer creates, verifies and starts one container; on any
 // failure the container is removed again.
 func (r *Runtime) createContainer(ctx context.Context, name, vol string, img imageState, labels map[string]string) (id string, err error) {
-	hc, err := r.profile.hostConfig(r.info.Engine)
+	hc, err := r.profile.hostConfig(r.info.Engine, r.seccomp)
 	if err != nil {
 		return "", err
 	}
@@ -117,7 +117,7 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	if err != nil {
 		return "", r.engineErr("inspect new sandbox "+name, err)
 	}
-	if bad := r.profile.verify(r.info.Engine, ins.Container); len(bad) > 0 {
+	if bad := r.profile.verify(r.info.Engine, r.seccomp, ins.Container); len(bad) > 0 {
 		if len(res.Warnings) > 0 {
 			bad = append(bad, "engine warnings: "+strings.Join(res.Warnings, " | "))
 		}

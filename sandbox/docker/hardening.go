@@ -24,6 +24,10 @@ type Hardening struct {
 	CapDrop, CapAdd []string
 	// NoNewPrivileges stops setuid binaries from gaining privileges.
 	NoNewPrivileges bool
+	// Seccomp gives the container conch's seccomp profile (Docker's default
+	// profile, the same on both engines; see seccomp.go) instead of the
+	// engine's own default.
+	Seccomp bool
 	// Init runs an init process as pid 1 that reaps orphans.
 	Init bool
 	// Pids caps the number of processes; 0 means no limit.
@@ -48,7 +52,7 @@ type Hardening struct {
 }
 
 // DefaultHardening is the default profile (seed 002): read-only root, tmpfs
-// /tmp, no capabilities, no-new-privileges, init, 128 processes, 1 CPU,
+// /tmp, no capabilities, no-new-privileges, conch's seccomp profile, init, 128 processes, 1 CPU,
 // 512 MiB, tools as uid 1000 and init as uid 1001, no network.
 func DefaultHardening() Hardening {
 	return Hardening{
@@ -56,6 +60,7 @@ func DefaultHardening() Hardening {
 		TmpSize:         256 << 20,
 		CapDrop:         []string{"ALL"},
 		NoNewPrivileges: true,
+		Seccomp:         true,
 		Init:            true,
 		Pids:            128,
 		NanoCPUs:        1e9,
@@ -116,8 +121,9 @@ func parseUlimit(s string) (*container.Ulimit, error) {
 }
 
 // hostConfig renders the profile for the engine; engine-specific needs are
-// added here (see podmanUlimits).
-func (h Hardening) hostConfig(engine string) (*container.HostConfig, error) {
+// added here (see podmanUlimits). seccomp is the SecurityOpt that carries
+// the seccomp profile on this engine (seccompOpt), used when h.Seccomp.
+func (h Hardening) hostConfig(engine, seccomp string) (*container.HostConfig, error) {
 	hc := &container.HostConfig{
 		ReadonlyRootfs: h.ReadOnlyRoot,
 		CapDrop:        slices.Clone(h.CapDrop),
@@ -133,6 +139,12 @@ func (h Hardening) hostConfig(engine string) (*container.HostConfig, error) {
 	}
 	if h.NoNewPrivileges {
 		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges")
+	}
+	if h.Seccomp {
+		if !strings.HasPrefix(seccomp, "seccomp=") {
+			return nil, fmt.Errorf("hardening: no seccomp profile for %s", engine)
+		}
+		hc.SecurityOpt = append(hc.SecurityOpt, seccomp)
 	}
 	if h.TmpSize > 0 {
 		hc.Tmpfs = map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,size=%d", h.TmpSize)}
@@ -180,7 +192,8 @@ func (e *HardeningMismatchError) Error() string {
 
 // verify compares what the engine reports for a container with what the
 // profile asks. An engine that silently ignores a setting is caught here.
-func (h Hardening) verify(engine string, c container.InspectResponse) []string {
+// seccomp is the SecurityOpt hostConfig was given.
+func (h Hardening) verify(engine, seccomp string, c container.InspectResponse) []string {
 	var bad []string
 	add := func(setting string, want, got any) {
 		bad = append(bad, fmt.Sprintf("%s: asked %v, engine has %v", setting, want, got))
@@ -200,6 +213,9 @@ func (h Hardening) verify(engine string, c container.InspectResponse) []string {
 	}
 	if h.NoNewPrivileges && !slices.ContainsFunc(hc.SecurityOpt, isNoNewPrivileges) {
 		add("SecurityOpt", "no-new-privileges", hc.SecurityOpt)
+	}
+	if h.Seccomp && !hasSeccomp(hc.SecurityOpt, seccomp) {
+		add("SecurityOpt", "conch's seccomp profile "+SeccompDigest(), summarizeSecurityOpt(hc.SecurityOpt))
 	}
 	if h.Pids > 0 && (hc.PidsLimit == nil || *hc.PidsLimit != h.Pids) {
 		got := "unlimited"

@@ -101,6 +101,9 @@ type Runtime struct {
 	// specHash identifies everything a container's creation depended on
 	// apart from the image: the profile and whether the agent is mounted.
 	specHash string
+	// seccomp is the SecurityOpt carrying the seccomp profile on this
+	// engine ("" when the profile asks for none).
+	seccomp string
 	// agentName is the agent binary's name in AgentDir; "" without an agent.
 	agentName string
 	api       engineAPI
@@ -205,11 +208,21 @@ func start(o Options, prof Hardening, agentName string, api engineAPI, info Info
 	if err != nil {
 		return nil, err
 	}
+	spec := append([]string{prof.Hash(), strconv.FormatBool(agentName != "")}, mountsKey(o.ExtraMounts)...)
+	var sc string
+	if prof.Seccomp {
+		if sc, err = seccompOpt(info.Engine, o.DataDir); err != nil {
+			return nil, err
+		}
+		// A new profile (a newer moby/profiles) replaces containers once.
+		spec = append(spec, "seccomp "+SeccompDigest())
+	}
 	r := &Runtime{
 		opts: o, profile: prof, api: api, info: info, reg: reg,
 		log:       o.Logger.With("component", "sandbox", "engine", info.Engine),
 		boxes:     map[string]*box{},
-		specHash:  hash8(append([]string{prof.Hash(), strconv.FormatBool(agentName != "")}, mountsKey(o.ExtraMounts)...)...) + prof.Hash()[:4],
+		specHash:  hash8(spec...) + prof.Hash()[:4],
+		seccomp:   sc,
 		agentName: agentName,
 	}
 	r.life, r.stop = context.WithCancel(context.Background())

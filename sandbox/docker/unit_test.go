@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,9 +230,15 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
+// The seccomp options as the runtime hands them to each engine.
+var (
+	dockerSeccomp = func() string { b, _ := seccompProfile(); return "seccomp=" + string(b) }()
+	podmanSeccomp = "seccomp=/data/seccomp/conch-" + SeccompDigest() + ".json"
+)
+
 func TestHostConfig(t *testing.T) {
 	h := DefaultHardening()
-	hc, err := h.hostConfig(EngineDocker)
+	hc, err := h.hostConfig(EngineDocker, dockerSeccomp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +247,16 @@ func TestHostConfig(t *testing.T) {
 		hc.NetworkMode != "none" || !strings.Contains(hc.Tmpfs["/tmp"], "size=268435456") || len(hc.Ulimits) != 1 {
 		t.Errorf("docker host config does not carry the default hardening: %+v", hc)
 	}
-	hc, _ = h.hostConfig(EnginePodman)
+	if !slices.Contains(hc.SecurityOpt, dockerSeccomp) {
+		t.Errorf("docker host config has no seccomp profile: %.200q", hc.SecurityOpt)
+	}
+	if _, err := h.hostConfig(EngineDocker, ""); err == nil {
+		t.Errorf("a profile asking for seccomp without one: got no error")
+	}
+	hc, _ = h.hostConfig(EnginePodman, podmanSeccomp)
+	if !slices.Contains(hc.SecurityOpt, podmanSeccomp) {
+		t.Errorf("podman host config: got %q, want %q", hc.SecurityOpt, podmanSeccomp)
+	}
 	names := map[string]bool{}
 	for _, u := range hc.Ulimits {
 		names[u.Name] = true
@@ -249,7 +265,7 @@ func TestHostConfig(t *testing.T) {
 		t.Errorf("podman ulimits: got %v, want nofile and nproc", hc.Ulimits)
 	}
 	h.Ulimits = []string{"nproc=10:10"}
-	hc, _ = h.hostConfig(EnginePodman)
+	hc, _ = h.hostConfig(EnginePodman, podmanSeccomp)
 	for _, u := range hc.Ulimits {
 		if u.Name == "nproc" && u.Soft != 10 {
 			t.Errorf("a profile's nproc was overridden: %+v", u)
@@ -260,10 +276,10 @@ func TestHostConfig(t *testing.T) {
 func TestVerify(t *testing.T) {
 	h := DefaultHardening()
 	good := func() container.InspectResponse {
-		hc, _ := h.hostConfig(EngineDocker)
+		hc, _ := h.hostConfig(EngineDocker, dockerSeccomp)
 		return container.InspectResponse{HostConfig: hc, Config: &container.Config{User: h.InitUser}}
 	}
-	if bad := h.verify(EngineDocker, good()); len(bad) != 0 {
+	if bad := h.verify(EngineDocker, dockerSeccomp, good()); len(bad) != 0 {
 		t.Fatalf("what was asked: got %v, want no mismatch", bad)
 	}
 	f := false
@@ -275,7 +291,14 @@ func TestVerify(t *testing.T) {
 		{"writable root", "ReadonlyRootfs", func(c *container.InspectResponse) { c.HostConfig.ReadonlyRootfs = false }},
 		{"caps kept", "CapDrop", func(c *container.InspectResponse) { c.HostConfig.CapDrop = nil }},
 		{"caps added", "CapAdd", func(c *container.InspectResponse) { c.HostConfig.CapAdd = []string{"NET_ADMIN"} }},
-		{"no-new-privileges dropped", "SecurityOpt", func(c *container.InspectResponse) { c.HostConfig.SecurityOpt = nil }},
+		{"no-new-privileges dropped", "SecurityOpt", func(c *container.InspectResponse) { c.HostConfig.SecurityOpt = []string{dockerSeccomp} }},
+		{"seccomp profile dropped", "SecurityOpt", func(c *container.InspectResponse) { c.HostConfig.SecurityOpt = []string{"no-new-privileges"} }},
+		{"engine's own seccomp profile", "SecurityOpt", func(c *container.InspectResponse) {
+			c.HostConfig.SecurityOpt = []string{"no-new-privileges", "seccomp=unconfined"}
+		}},
+		{"another seccomp profile", "SecurityOpt", func(c *container.InspectResponse) {
+			c.HostConfig.SecurityOpt = []string{"no-new-privileges", `seccomp={"defaultAction":"SCMP_ACT_ALLOW"}`}
+		}},
 		{"pids ignored", "PidsLimit", func(c *container.InspectResponse) { c.HostConfig.PidsLimit = &zero }},
 		{"pids unset", "PidsLimit", func(c *container.InspectResponse) { c.HostConfig.PidsLimit = nil }},
 		{"cpu ignored", "NanoCpus", func(c *container.InspectResponse) { c.HostConfig.NanoCPUs = 0 }},
@@ -289,7 +312,7 @@ func TestVerify(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good()
 			tt.change(&c)
-			bad := h.verify(EngineDocker, c)
+			bad := h.verify(EngineDocker, dockerSeccomp, c)
 			if len(bad) != 1 || !strings.HasPrefix(bad[0], tt.setting+":") {
 				t.Errorf("got %v, want one mismatch on %s", bad, tt.setting)
 			}
@@ -299,9 +322,9 @@ func TestVerify(t *testing.T) {
 	c := good()
 	c.HostConfig.CapDrop = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL", "CAP_SETGID",
 		"CAP_SETUID", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT"}
-	c.HostConfig.SecurityOpt = []string{"no-new-privileges:true"}
+	c.HostConfig.SecurityOpt = []string{"no-new-privileges:true", podmanSeccomp}
 	c.HostConfig.NanoCPUs, c.HostConfig.CPUQuota, c.HostConfig.CPUPeriod = 0, 100000, 100000
-	if bad := h.verify(EnginePodman, c); len(bad) != 0 {
+	if bad := h.verify(EnginePodman, podmanSeccomp, c); len(bad) != 0 {
 		t.Errorf("podman's spelling: got %v, want no mismatch", bad)
 	}
 	err := &HardeningMismatchError{Container: "c", Engine: "podman", Settings: []string{"PidsLimit: asked 128, engine has 0"}}

@@ -462,3 +462,82 @@ func stopPid(ctx context.Context, pid int) error {
 	}
 	return nil
 }
+
+// Private is a dockerd of one test's own, for tests that restart or break
+// the engine (the shared one serves every other test process and must never
+// be restarted). It has its own sockets and data under BaseDir/private, the
+// sandbox image imported (from the shared cached rootfs: some seconds), and
+// is stopped and removed at the test's cleanup.
+type Private struct {
+	*Engine
+	dir, sock string
+}
+
+var privateSeq int
+
+// PrivateDocker starts a private dockerd for t.
+func PrivateDocker(t *testing.T) *Private {
+	t.Helper()
+	base := Docker(t) // the same requirements; and the rootfs is cached
+	mu.Lock()
+	privateSeq++
+	seq := privateSeq
+	mu.Unlock()
+	dir := filepath.Join(BaseDir, "private", fmt.Sprintf("%d-%d", os.Getpid(), seq))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &Private{Engine: &Engine{Name: "docker", Image: base.Image, CacheDir: base.CacheDir}, dir: dir,
+		sock: filepath.Join(dir, "docker.sock")}
+	p.Host = "unix://" + p.sock
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Logf("stop private dockerd: %v", err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("remove private dockerd's data: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := launch(ctx, "docker", dir, p.sock); err != nil {
+		t.Fatalf("start private dockerd: %v", err)
+	}
+	if err := ensureImage(ctx, p.Engine); err != nil {
+		t.Fatalf("private dockerd: %v", err)
+	}
+	return p
+}
+
+// Stop ends the engine as a service manager would (SIGTERM, then waiting):
+// dockerd stops its containers on the way out.
+func (p *Private) Stop() error {
+	b, err := os.ReadFile(pidFile(p.dir, "docker"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(b), &pid); err != nil || pid <= 1 {
+		return fmt.Errorf("bad pidfile %q", b)
+	}
+	if syscall.Kill(pid, 0) != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return stopPid(ctx, pid)
+}
+
+// Restart stops the engine and starts it again on the same data: the
+// containers it had are there, stopped.
+func (p *Private) Restart() error {
+	if err := p.Stop(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return launch(ctx, "docker", p.dir, p.sock)
+}
