@@ -239,11 +239,6 @@ func (b *Bridge) Port() int { return b.port }
 // Proxy.
 func (b *Bridge) URL() string { return "http://127.0.0.1:" + strconv.Itoa(b.port) }
 
-// ProxyURL is URL (the HTTPS_PROXY value when the bridge leads to a Proxy).
-//
-// Deprecated: use URL.
-func (b *Bridge) ProxyURL() string { return b.URL() }
-
 // Done is closed when the sandbox half has ended (closed, or its exec
 // stream ended).
 func (b *Bridge) Done() <-chan struct{} { return b.done }
@@ -492,13 +487,6 @@ func (bs *Bridges) URL(ctx context.Context, key conch.ConversationKey, sb conch.
 	bs.m[key] = bridgeEntry{b: b, sbID: sb.ID()}
 	bs.ports[key] = b.Port()
 	return b.URL(), nil
-}
-
-// ProxyURL is URL, for a Proxy's bridges (the value of HTTPS_PROXY).
-//
-// Deprecated: use URL.
-func (bs *Bridges) ProxyURL(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
-	return bs.URL(ctx, key, sb)
 }
 
 // Release implements conch.Releaser: it closes the conversation's bridge
