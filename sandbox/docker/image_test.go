@@ -90,7 +90,7 @@ func importAs(t *testing.T, eng *engine.Engine, tag, label string) {
 	}
 	defer f.Close()
 	var changes []string
-	for _, c := range sandboximage.Changes() {
+	for _, c := range sandboximage.Changes(tag) {
 		if !strings.HasPrefix(c, "LABEL ") {
 			changes = append(changes, c)
 		}
