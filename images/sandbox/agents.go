@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 )
@@ -101,6 +102,14 @@ type Agent struct {
 	Link string
 	// Wrapper, if Link is empty, is BinDir/<Name>: an sh script.
 	Wrapper string
+	// Files are further files the image gets (system-wide settings).
+	Files []File
+}
+
+// File is a small file laid into a derived image, root owned, mode 0644.
+type File struct {
+	// Path is absolute.
+	Path, Content string
 }
 
 // DefaultRegistry is the npm registry the tarballs come from.
@@ -139,6 +148,13 @@ var agents = []Agent{
 		}},
 		Wrapper: "#!/bin/sh\n" +
 			"PATH=\"" + AgentsDir + "/codex/codex-path:$PATH\" exec " + AgentsDir + "/codex/bin/codex \"$@\"\n",
+		// Codex's system config layer (the user's config.toml overrides it).
+		// Without it, every interactive start launches the app-server
+		// daemon, which first copies the whole CLI package (~350 MB) into
+		// $CODEX_HOME/packages/app-server-daemon: per conversation, in
+		// the workspace, and the daemon outlives the CLI.
+		Files: []File{{Path: "/etc/codex/config.toml", Content: "# conch: the CLI is installed in the image; no daemon copy of it per workspace.\n" +
+			"[features]\ndaemon_auto_start = false\n"}},
 	},
 	{
 		Name: "gemini", Version: "0.61.0",
@@ -184,6 +200,7 @@ func LookupAgents(names []string) ([]Agent, error) {
 
 func cloneAgent(a Agent) Agent {
 	a.Tarballs = slices.Clone(a.Tarballs)
+	a.Files = slices.Clone(a.Files)
 	return a
 }
 
@@ -212,6 +229,10 @@ func AgentsHash(baseHash string, as []Agent) string {
 		part(a.Version)
 		part(a.Link)
 		part(a.Wrapper)
+		for _, f := range a.Files {
+			part(f.Path)
+			part(f.Content)
+		}
 		for _, t := range a.Tarballs {
 			part(t.Package)
 			part(t.Version)
@@ -305,6 +326,18 @@ FROM docker.io/library/debian:bookworm-slim AS agents
 			fmt.Fprintf(&b, " '%s'", line)
 		}
 		fmt.Fprintf(&b, " > /out%s/%s; \\\n", BinDir, a.Name)
+	}
+	for _, a := range all {
+		for _, f := range a.Files {
+			if strings.Contains(f.Content, "'") {
+				return nil, fmt.Errorf("agent %s: file %s has a single quote", a.Name, f.Path)
+			}
+			fmt.Fprintf(&b, "\tmkdir -p /out%s; printf '%%s\\n'", path.Dir(f.Path))
+			for _, line := range strings.Split(strings.TrimSuffix(f.Content, "\n"), "\n") {
+				fmt.Fprintf(&b, " '%s'", line)
+			}
+			fmt.Fprintf(&b, " > /out%s; \\\n", f.Path)
+		}
 	}
 	b.WriteString("\tchmod -R u=rwX,go=rX /out")
 	for _, a := range all {

@@ -229,6 +229,31 @@ func WriteAgentsTar(ctx context.Context, w io.Writer, as []Agent, paths map[stri
 			return fmt.Errorf("agents layer: %s@%s: %w", t.Package, t.Version, err)
 		}
 	}
+	made := map[string]bool{}
+	for _, a := range as {
+		for _, f := range a.Files {
+			if !path.IsAbs(f.Path) {
+				return fmt.Errorf("agents layer: %s: file path %q is not absolute", a.Name, f.Path)
+			}
+			var parents []string
+			for d := path.Dir(f.Path); d != "/" && !made[d]; d = path.Dir(d) {
+				parents = append(parents, d)
+			}
+			for i := len(parents) - 1; i >= 0; i-- {
+				made[parents[i]] = true
+				if err := dir(strings.TrimPrefix(parents[i], "/")); err != nil {
+					return fmt.Errorf("agents layer: %w", err)
+				}
+			}
+			err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.Path, "/"), Mode: 0o644, Size: int64(len(f.Content)), ModTime: mtime, Format: tar.FormatPAX})
+			if err == nil {
+				_, err = io.WriteString(tw, f.Content)
+			}
+			if err != nil {
+				return fmt.Errorf("agents layer: %s: %w", f.Path, err)
+			}
+		}
+	}
 	for _, a := range as {
 		name := strings.TrimPrefix(BinDir, "/") + "/" + a.Name
 		var err error

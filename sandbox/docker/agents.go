@@ -167,11 +167,16 @@ func (r *Runtime) buildDerived(ctx context.Context, base imageState, as []sandbo
 		return fmt.Errorf("copy the CLIs into the build container: %w", err)
 	}
 	report(progress, fmt.Sprintf("copied %s; committing %s", humanBytes(cr.n), ref))
+	bc := baseIns.Config
+	changes, labels := commitChanges(bc.User, bc.WorkingDir, bc.Cmd, bc.Labels, as, hash, ref)
 	_, err = r.api.ContainerCommit(ctx, created.ID, client.ContainerCommitOptions{
 		Reference: ref,
 		Comment:   "conch sandbox image with " + agentList(as),
-		Changes:   commitChanges(baseIns.Config.User, baseIns.Config.WorkingDir, baseIns.Config.Cmd, as, hash, ref),
+		Changes:   changes,
 		NoPause:   true,
+		// Docker merges it into the container's; Podman needs a body.
+		Config: &container.Config{User: bc.User, WorkingDir: bc.WorkingDir, Cmd: slices.Clone(bc.Cmd),
+			Env: slices.Clone(bc.Env), Labels: labels},
 	})
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", ref, err)
@@ -183,7 +188,7 @@ func (r *Runtime) buildDerived(ctx context.Context, base imageState, as []sandbo
 // container's, which the engine may have added to) and sets conch's labels:
 // the base's hash label stays (inherited), the reference label names the
 // derived image.
-func commitChanges(user, workDir string, cmd []string, as []sandboximage.Agent, hash, ref string) []string {
+func commitChanges(user, workDir string, cmd []string, baseLabels map[string]string, as []sandboximage.Agent, hash, ref string) ([]string, map[string]string) {
 	var cs []string
 	if user != "" {
 		cs = append(cs, "USER "+user)
@@ -198,12 +203,17 @@ func commitChanges(user, workDir string, cmd []string, as []sandboximage.Agent, 
 		}
 		cs = append(cs, "CMD ["+strings.Join(q, ", ")+"]")
 	}
-	labels := sandboximage.AgentLabels(as, hash)
-	labels[sandboximage.RefLabel] = ref
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		cs = append(cs, "LABEL "+k+"="+strconv.Quote(labels[k]))
+	ours := sandboximage.AgentLabels(as, hash)
+	ours[sandboximage.RefLabel] = ref
+	for _, k := range slices.Sorted(maps.Keys(ours)) {
+		cs = append(cs, "LABEL "+k+"="+strconv.Quote(ours[k]))
 	}
-	return cs
+	all := maps.Clone(baseLabels)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, ours)
+	return cs, all
 }
 
 // pruneDerived removes derived images of the same agents other than keep

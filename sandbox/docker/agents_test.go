@@ -2,6 +2,8 @@ package docker_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -117,6 +119,16 @@ func TestAgentImage(t *testing.T) {
 				t.Errorf("%s --version: exit %d, %q; want %q", name, res.ExitCode, out(res), want)
 			}
 		}
+		// Codex started interactively does not copy itself into the
+		// workspace (/etc/codex/config.toml turns its daemon off).
+		if r := run(t, sb, "sh", "-c", `export TMUX_TMPDIR=/tmp OPENAI_API_KEY=sk-test
+			tmux new-session -d -s cx -x 100 -y 30 codex && sleep 12
+			tmux capture-pane -p -t cx | grep -c . ; tmux kill-server
+			du -sk $HOME/.codex; ls $HOME/.codex/packages 2>&1`); !strings.Contains(out(r), "No such file") {
+			t.Errorf("codex start: want no $CODEX_HOME/packages, got %q", out(r))
+		} else {
+			t.Logf("%s: codex start wrote: %q", eng.Name, out(r))
+		}
 		if r := run(t, sb, "sh", "-c", "id -u; touch /opt/conch-agents/x 2>&1; stat -c '%u %a' /opt/conch-agents/claude/claude /usr/local/bin/codex"); !strings.Contains(out(r), "1000") ||
 			!strings.Contains(out(r), "Read-only file system") || !strings.Contains(out(r), "0 755\n0 755") {
 			t.Errorf("uid, read-only /opt, root-owned CLIs: got %q", out(r))
@@ -182,4 +194,74 @@ func TestUserImageFromBase(t *testing.T) {
 			t.Errorf("hash of an operator's image: got %q, want its id %q", h, before.ID)
 		}
 	})
+}
+
+// BenchmarkAgentImage: building the image with all three CLIs, cold (empty
+// download cache → built), cached (downloads cached, image built again) and
+// reused (present: a no-op ensure). It runs on a base of its own (the test
+// image committed under another name, an operator's image to conch), so the
+// derived image it removes is no other test's.
+//
+//	go test -run X -bench AgentImage -benchtime 1x ./sandbox/docker
+func BenchmarkAgentImage(b *testing.B) {
+	eng := engine.Docker(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	api := eng.Client(b)
+	base := "conch-bench-base:" + strings.TrimPrefix(newInstance(), "test-")
+	c, err := api.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: eng.Image}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := api.ContainerCommit(ctx, c.ID, client.ContainerCommitOptions{Reference: base, Config: &container.Config{},
+		Changes: []string{"LABEL bench=" + base}}); err != nil {
+		b.Fatal(err)
+	}
+	_, _ = api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
+	var refs []string
+	b.Cleanup(func() {
+		for _, r := range append(refs, base) {
+			_, _ = api.ImageRemove(context.Background(), r, client.ImageRemoveOptions{Force: true})
+		}
+	})
+	cache := b.TempDir()
+	var cold, cached, reused time.Duration
+	for i := 0; i < b.N; i++ {
+		if err := os.RemoveAll(filepath.Join(cache, "npm")); err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range refs {
+			_, _ = api.ImageRemove(ctx, r, client.ImageRemoveOptions{Force: true})
+		}
+		rt := newRuntime(b, eng, func(o *docker.Options) { o.Image = base; o.CacheDir = cache })
+		start := time.Now()
+		ref, err := rt.AgentImage(ctx, allAgents, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cold += time.Since(start)
+		refs = append(refs, ref)
+		if _, err := api.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: true}); err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		if _, err := rt.AgentImage(ctx, allAgents, nil); err != nil {
+			b.Fatal(err)
+		}
+		cached += time.Since(start)
+		var progress lines
+		start = time.Now()
+		if _, err := rt.AgentImage(ctx, allAgents, progress.add); err != nil {
+			b.Fatal(err)
+		}
+		reused += time.Since(start)
+		if progress.text() != "" {
+			b.Fatalf("reuse built: %q", progress.text())
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(cold.Seconds()/n, "cold-s")
+	b.ReportMetric(cached.Seconds()/n, "cached-s")
+	b.ReportMetric(float64(reused.Microseconds())/1000/n, "reused-ms")
+	b.ReportMetric(0, "ns/op")
 }
