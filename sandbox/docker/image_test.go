@@ -55,7 +55,7 @@ func TestImageBuild(t *testing.T) {
 		}
 
 		// An older definition: same rootfs, another hash label.
-		importAs(t, eng, tag, "LABEL "+sandboximage.HashLabel+"=0123456789abcdef")
+		importAs(t, eng, tag, "LABEL "+sandboximage.HashLabel+"=0123456789abcdef "+sandboximage.RefLabel+"="+tag)
 		rt2 := reopen(t, eng, rt.opts)
 		if _, err := rt2.EnsureImage(ctx, nil); err != nil {
 			t.Fatal(err)
