@@ -168,7 +168,7 @@ func (r *Runtime) buildDerived(ctx context.Context, base imageState, as []sandbo
 	}
 	report(progress, fmt.Sprintf("copied %s; committing %s", humanBytes(cr.n), ref))
 	bc := baseIns.Config
-	changes, labels := commitChanges(bc.User, bc.WorkingDir, bc.Cmd, bc.Labels, as, hash, ref)
+	changes, labels := commitChanges(bc.User, bc.WorkingDir, bc.Cmd, bc.Labels, base.Ref, as, hash, ref)
 	_, err = r.api.ContainerCommit(ctx, created.ID, client.ContainerCommitOptions{
 		Reference: ref,
 		Comment:   "conch sandbox image with " + agentList(as),
@@ -188,7 +188,7 @@ func (r *Runtime) buildDerived(ctx context.Context, base imageState, as []sandbo
 // container's, which the engine may have added to) and sets conch's labels:
 // the base's hash label stays (inherited), the reference label names the
 // derived image.
-func commitChanges(user, workDir string, cmd []string, baseLabels map[string]string, as []sandboximage.Agent, hash, ref string) ([]string, map[string]string) {
+func commitChanges(user, workDir string, cmd []string, baseLabels map[string]string, baseRef string, as []sandboximage.Agent, hash, ref string) ([]string, map[string]string) {
 	var cs []string
 	if user != "" {
 		cs = append(cs, "USER "+user)
@@ -205,6 +205,7 @@ func commitChanges(user, workDir string, cmd []string, baseLabels map[string]str
 	}
 	ours := sandboximage.AgentLabels(as, hash)
 	ours[sandboximage.RefLabel] = ref
+	ours[labelAgentsBase] = baseRef
 	for _, k := range slices.Sorted(maps.Keys(ours)) {
 		cs = append(cs, "LABEL "+k+"="+strconv.Quote(ours[k]))
 	}
@@ -216,8 +217,12 @@ func commitChanges(user, workDir string, cmd []string, baseLabels map[string]str
 	return cs, all
 }
 
-// pruneDerived removes derived images of the same agents other than keep
-// (older pins or bases) that no container uses; failures only log.
+// labelAgentsBase names the base image reference a derived image was built on.
+const labelAgentsBase = "conch.agents-base"
+
+// pruneDerived removes derived images of the same agents on the same base
+// reference other than keep (older pins or base definitions) that no
+// container uses; failures only log.
 func (r *Runtime) pruneDerived(ctx context.Context, keep string) {
 	repo, _, _ := strings.Cut(keep, ":")
 	list, err := r.api.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("label", sandboximage.AgentsHashLabel)})
@@ -228,7 +233,7 @@ func (r *Runtime) pruneDerived(ctx context.Context, keep string) {
 	for _, img := range list.Items {
 		for _, tag := range img.RepoTags {
 			t := strings.TrimPrefix(tag, "localhost/")
-			if t == keep || !strings.HasPrefix(t, repo+":") || img.Labels[sandboximage.RefLabel] != t {
+			if t == keep || !strings.HasPrefix(t, repo+":") || img.Labels[sandboximage.RefLabel] != t || img.Labels[labelAgentsBase] != r.opts.Image {
 				continue
 			}
 			if _, err := r.api.ImageRemove(ctx, tag, client.ImageRemoveOptions{}); err != nil {

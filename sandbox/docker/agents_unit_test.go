@@ -37,7 +37,7 @@ func TestCommitChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs, labels := commitChanges("1000:1000", "/workspace", []string{"sleep", "infinity"},
-		map[string]string{sandboximage.HashLabel: "h", sandboximage.RefLabel: "conch-sandbox:latest"}, as, "abc", "conch-sandbox-claude-codex:abc")
+		map[string]string{sandboximage.HashLabel: "h", sandboximage.RefLabel: "conch-sandbox:latest"}, "conch-sandbox:latest", as, "abc", "conch-sandbox-claude-codex:abc")
 	for _, want := range []string{"USER 1000:1000", "WORKDIR /workspace", `CMD ["sleep", "infinity"]`,
 		`LABEL conch.agents="claude,codex"`, `LABEL conch.agent.claude.version="2.1.330"`, `LABEL conch.agents-hash="abc"`,
 		`LABEL conch.image-ref="conch-sandbox-claude-codex:abc"`} {
@@ -45,7 +45,7 @@ func TestCommitChanges(t *testing.T) {
 			t.Errorf("changes %q lack %q", cs, want)
 		}
 	}
-	if labels[sandboximage.HashLabel] != "h" || labels[sandboximage.RefLabel] != "conch-sandbox-claude-codex:abc" || labels[sandboximage.AgentsLabel] != "claude,codex" {
+	if labels[sandboximage.HashLabel] != "h" || labels[sandboximage.RefLabel] != "conch-sandbox-claude-codex:abc" || labels[sandboximage.AgentsLabel] != "claude,codex" || labels[labelAgentsBase] != "conch-sandbox:latest" {
 		t.Errorf("labels %v: want the base's hash, our ref and agents", labels)
 	}
 }
