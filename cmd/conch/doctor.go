@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -83,6 +84,9 @@ func (a *app) doctor(ctx context.Context) int {
 			var info docker.Info
 			info, err = docker.Probe(ctx, host, cfg.Sandbox.Engine)
 			check("container engine", err, fmt.Sprintf("%s %s at %s (API %s)", info.Engine, info.Version, info.Host, info.APIVersion))
+			if err == nil {
+				a.doctorAgents(ctx, cfg, check)
+			}
 		} else {
 			check("container engine", err, "")
 		}
@@ -193,4 +197,52 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// doctorAgents reports the coding-agent CLIs of the image new sandboxes
+// use; a configured coder.agent whose CLI the image lacks is a failure with
+// the fix (the code tool would fail with "command not found").
+func (a *app) doctorAgents(ctx context.Context, cfg *config.Config, check func(string, error, string)) {
+	opts, err := docker.OptionsFromConfig(cfg, "doctor")
+	if err == nil {
+		var rep docker.AgentsReport
+		rep, err = docker.ProbeAgents(ctx, opts)
+		if err == nil {
+			err = agentsProblem(rep)
+			check("coding agent CLIs", err, describeAgents(rep))
+			return
+		}
+	}
+	check("coding agent CLIs", err, "")
+}
+
+func describeAgents(rep docker.AgentsReport) string {
+	var have []string
+	for _, name := range slices.Sorted(maps.Keys(rep.Agents)) {
+		have = append(have, name+" "+rep.Agents[name])
+	}
+	if len(have) == 0 {
+		return "none in " + rep.Image + " (set coder.agent to add one)"
+	}
+	return strings.Join(have, ", ") + " in " + rep.Image
+}
+
+// agentsProblem says what is missing for the configured agents, with the fix.
+func agentsProblem(rep docker.AgentsReport) error {
+	var missing []string
+	for _, name := range slices.Sorted(maps.Keys(rep.Want)) {
+		if rep.Agents[name] != rep.Want[name] {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	why := "the sandbox image " + rep.Image + " does not have it"
+	if !rep.Built {
+		why = "the sandbox image with it (" + rep.Image + ") is not built yet"
+	}
+	return fmt.Errorf("coder.agent %s: %s, so the code tool would fail with \"command not found\"; run `conch sandbox image build --agents %s` "+
+		"(conch up also builds it at its first start; it downloads the pinned CLI from the npm registry, or CONCH_NPM_REGISTRY)",
+		strings.Join(missing, ", "), why, strings.Join(missing, ","))
 }

@@ -39,16 +39,33 @@ conversation key channel:id ("matrix:!room:example.org"). ` + "`conch sandbox ls
 func (a *app) sandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Short: "Manage the sandboxes (one container per conversation)"}
 	image := &cobra.Command{Use: "image", Short: "Manage the sandbox image"}
-	image.AddCommand(&cobra.Command{
+	var agents []string
+	build := &cobra.Command{
 		Use:   "build",
 		Short: "Build the sandbox image now (offline when no registry can be reached)",
-		Args:  cobra.NoArgs,
+		Long: `Build the sandbox image now (offline when no registry can be reached).
+
+With --agents, the image with those coding-agent CLIs (claude, codex, gemini)
+is built on it from the npm registry's packages (pinned, checked, cached in
+the cache dir): conch-sandbox-<agents>:<hash>. It prints the reference.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
-				return d.runtime.BuildImage(ctx, func(s string) { fmt.Fprintln(a.stderr, s) })
+				progress := func(s string) { fmt.Fprintln(a.stderr, s) }
+				if len(agents) == 0 {
+					return d.runtime.BuildImage(ctx, progress)
+				}
+				ref, err := d.runtime.AgentImage(ctx, agents, progress)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(a.stdout, ref)
+				return nil
 			})
 		},
-	})
+	}
+	build.Flags().StringSliceVar(&agents, "agents", nil, "coding-agent CLIs to add, comma separated: claude, codex, gemini")
+	image.AddCommand(build)
 	cmd.AddCommand(image, a.sandboxLsCmd(), a.sandboxInspectCmd(), a.sandboxExecCmd(), a.sandboxRmCmd(), a.sandboxPruneCmd())
 	return cmd
 }

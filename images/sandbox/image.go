@@ -50,6 +50,11 @@ var Cmd = []string{"sleep", "infinity"}
 // HashLabel is the image label carrying Hash.
 const HashLabel = "conch.image-hash"
 
+// RefLabel carries the reference conch built an image as. An image built
+// FROM conch's inherits HashLabel; only one whose RefLabel is the configured
+// reference is conch's own, to rebuild when its definition changes.
+const RefLabel = "conch.image-ref"
+
 // Containerfile returns the Containerfile text.
 func Containerfile() []byte { return bytes.Clone(containerfile) }
 
@@ -72,8 +77,9 @@ func Hash() string {
 }
 
 // Changes returns the Dockerfile instructions an image import applies to the
-// bare root file system so that it matches the Containerfile build.
-func Changes() []string {
+// bare root file system so that it matches the Containerfile build; ref is
+// the reference the image is imported as.
+func Changes(ref string) []string {
 	var cs []string
 	for _, e := range Env {
 		cs = append(cs, "ENV "+e)
@@ -87,6 +93,7 @@ func Changes() []string {
 		"WORKDIR "+WorkingDir,
 		"CMD ["+strings.Join(cmd, ", ")+"]",
 		"LABEL "+HashLabel+"="+Hash(),
+		"LABEL "+RefLabel+"="+ref,
 	)
 }
 

@@ -38,7 +38,7 @@ func TestHashAndChanges(t *testing.T) {
 	if len(h) != 16 || h != Hash() {
 		t.Fatalf("Hash %q: want 16 stable hex digits", h)
 	}
-	cs := Changes()
+	cs := Changes("conch-sandbox:latest")
 	for _, want := range []string{"USER 1000:1000", "WORKDIR /workspace", `CMD ["sleep", "infinity"]`, "LABEL " + HashLabel + "=" + h, "ENV LANG=C.UTF-8"} {
 		if !slices.Contains(cs, want) {
 			t.Errorf("Changes %q lack %q", cs, want)

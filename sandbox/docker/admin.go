@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"conch"
-	sandboximage "conch/images/sandbox"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -230,20 +229,8 @@ func (r *Runtime) knownSet(ctx context.Context) (map[string]bool, error) {
 // without building anything: the image in use, the configured image when
 // it is current or not conch's, else the definition conch would build.
 func (r *Runtime) wantImageHash(ctx context.Context) (string, error) {
-	r.imageMu.Lock()
-	st := r.image
-	r.imageMu.Unlock()
-	if st.ID != "" {
-		return st.Hash, nil
-	}
-	st, found, err := r.inspectImage(ctx)
-	if err != nil {
-		return "", err
-	}
-	if found && (!st.Managed || st.Hash == sandboximage.Hash()) {
-		return st.Hash, nil
-	}
-	return sandboximage.Hash(), nil
+	st, _, err := r.wantImage(ctx)
+	return st.Hash, err
 }
 
 // summarize describes one inspected container. known may be nil (every

@@ -58,7 +58,9 @@ func HardeningFromProfile(p config.SandboxProfile) (Hardening, error) {
 }
 
 // OptionsFromConfig builds the runtime's options from the configuration;
-// cmd/conch adds Known, Audit, Logger and BuildProgress. An unset
+// cmd/conch adds Known, Audit, Logger and BuildProgress. With coder.agent
+// set, Agents holds it (the image gets that CLI); CONCH_NPM_REGISTRY, when
+// set, is the npm registry the CLIs are downloaded from. An unset
 // sandbox.agent_binary means the running executable when it is static, and
 // no agent (one engine exec per operation) otherwise.
 func OptionsFromConfig(c *config.Config, instanceID string) (Options, error) {
@@ -80,6 +82,11 @@ func OptionsFromConfig(c *config.Config, instanceID string) (Options, error) {
 		Host: s.Host, Engine: s.Engine, InstanceID: instanceID, Image: s.Image,
 		AgentBinary: s.AgentBinary, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
 		Profile: &h, IdleStop: s.IdleStopD(), Retention: s.RetentionD(), WarmPool: s.WarmPool,
+		NPMRegistry: os.Getenv("CONCH_NPM_REGISTRY"),
+	}
+	// The configured coding agent's CLI is put in the sandbox image.
+	if c.Coder.Agent != "" {
+		o.Agents = []string{c.Coder.Agent}
 	}
 	if o.AgentBinary == "" {
 		if exe, err := os.Executable(); err == nil && CheckStatic(exe) == nil {

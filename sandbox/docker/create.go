@@ -88,7 +88,7 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 		all[k] = v
 	}
 	cfg := &container.Config{
-		Image:      r.opts.Image,
+		Image:      img.Ref,
 		User:       r.profile.containerUser(),
 		WorkingDir: WorkspaceDir,
 		Cmd:        slices.Clone(sandboximage.Cmd),

@@ -55,7 +55,7 @@ func TestImageBuild(t *testing.T) {
 		}
 
 		// An older definition: same rootfs, another hash label.
-		importAs(t, eng, tag, "LABEL "+sandboximage.HashLabel+"=0123456789abcdef")
+		importAs(t, eng, tag, "LABEL "+sandboximage.HashLabel+"=0123456789abcdef", "LABEL "+sandboximage.RefLabel+"="+tag)
 		rt2 := reopen(t, eng, rt.opts)
 		if _, err := rt2.EnsureImage(ctx, nil); err != nil {
 			t.Fatal(err)
@@ -65,7 +65,7 @@ func TestImageBuild(t *testing.T) {
 		}
 
 		// An operator's image without our label is used as it is.
-		importAs(t, eng, tag, "")
+		importAs(t, eng, tag)
 		rt3 := reopen(t, eng, rt.opts)
 		if _, err := rt3.EnsureImage(ctx, nil); err != nil {
 			t.Fatal(err)
@@ -76,9 +76,10 @@ func TestImageBuild(t *testing.T) {
 	})
 }
 
-// importAs imports the cached rootfs under tag with the image config and an
-// optional extra change instead of conch's hash label.
-func importAs(t *testing.T, eng *engine.Engine, tag, label string) {
+// importAs imports the cached rootfs under tag with the image config and
+// the given LABEL changes instead of conch's labels (one label each: Podman
+// reads one key=value per LABEL change).
+func importAs(t *testing.T, eng *engine.Engine, tag string, labels ...string) {
 	t.Helper()
 	path, err := sandboximage.CachedRootfs(ctxT(t), sandboximage.RootfsOptions{CacheDir: eng.CacheDir})
 	if err != nil {
@@ -90,14 +91,12 @@ func importAs(t *testing.T, eng *engine.Engine, tag, label string) {
 	}
 	defer f.Close()
 	var changes []string
-	for _, c := range sandboximage.Changes() {
+	for _, c := range sandboximage.Changes(tag) {
 		if !strings.HasPrefix(c, "LABEL ") {
 			changes = append(changes, c)
 		}
 	}
-	if label != "" {
-		changes = append(changes, label)
-	}
+	changes = append(changes, labels...)
 	rc, err := eng.Client(t).ImageImport(ctxT(t), client.ImageImportSource{Source: f, SourceName: "-"}, tag, client.ImageImportOptions{Changes: changes})
 	if err != nil {
 		t.Fatal(err)

@@ -83,6 +83,14 @@ type Options struct {
 	Known func(ctx context.Context) ([]conch.ConversationKey, error)
 	// Audit, if set, receives sandbox_create and sandbox_remove events.
 	Audit conch.AuditStore
+	// Agents are coding-agent CLIs (claude, codex, gemini) new sandboxes
+	// get: a derived image with them is built on the configured image
+	// (agents.go) on first use. Empty means the configured image as it is.
+	Agents []string
+	// NPMRegistry is the npm registry the CLIs' tarballs are downloaded
+	// from; "" means https://registry.npmjs.org. Every tarball is checked
+	// against its pinned integrity whatever the registry.
+	NPMRegistry string
 	// BuildProgress, if set, receives progress lines of an image build
 	// started on first use.
 	BuildProgress func(string)
@@ -110,6 +118,9 @@ type Runtime struct {
 	info      Info
 	log       *slog.Logger
 	reg       *registry
+
+	// agents are Options.Agents, validated.
+	agents []sandboximage.Agent
 
 	imageMu sync.Mutex
 	image   imageState
@@ -204,6 +215,10 @@ func start(o Options, prof Hardening, agentName string, api engineAPI, info Info
 		o.Logger.Warn("workspaces have no size limit: this engine cannot enforce one here (Podman can); set sandbox.disk = \"0\" to silence this", "engine", info.Engine, "err", err)
 		o.Disk = 0
 	}
+	as, err := lookupAgents(o.Agents)
+	if err != nil {
+		return nil, err
+	}
 	reg, err := openRegistry(filepath.Join(o.DataDir, "sandboxes.json"))
 	if err != nil {
 		return nil, err
@@ -218,7 +233,7 @@ func start(o Options, prof Hardening, agentName string, api engineAPI, info Info
 		spec = append(spec, "seccomp "+SeccompDigest())
 	}
 	r := &Runtime{
-		opts: o, profile: prof, api: api, info: info, reg: reg,
+		opts: o, profile: prof, api: api, info: info, reg: reg, agents: as,
 		log:       o.Logger.With("component", "sandbox", "engine", info.Engine),
 		boxes:     map[string]*box{},
 		specHash:  hash8(spec...) + prof.Hash()[:4],

@@ -124,6 +124,24 @@ func (p pipeConn) Close() error                { return errors.Join(p.w.Close(),
 // agent started from a freshly built conch binary; removed at cleanup.
 func Container(t testing.TB) *Box {
 	t.Helper()
+	return ContainerWith(t, Options{})
+}
+
+// Options shape ContainerWith's sandbox.
+type Options struct {
+	// Agents are coding-agent CLIs (claude, codex, gemini) on the sandbox's
+	// image: the derived image conch builds from the pinned npm tarballs
+	// (sandbox/docker Options.Agents). It is built once per engine and pin
+	// set and shared by every test process (its tag carries its hash; a
+	// file lock lets one process build it); the downloads stay in the
+	// engines' cache dir.
+	Agents []string
+}
+
+// ContainerWith is Container with options: ContainerWith(t,
+// Options{Agents: []string{"claude"}}) runs the real Claude Code CLI image.
+func ContainerWith(t testing.TB, opt Options) *Box {
+	t.Helper()
 	eng := engine.Docker(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -136,8 +154,15 @@ func Container(t testing.TB) *Box {
 		CacheDir:    eng.CacheDir,
 		AgentBinary: engine.AgentBinary(t),
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Agents:      opt.Agents,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	limit := 3 * time.Minute
+	if len(opt.Agents) > 0 {
+		// A first build downloads and commits ~1 GB.
+		limit = 20 * time.Minute
+		o.BuildProgress = func(s string) { t.Logf("image: %s", s) }
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	rt, err := docker.New(ctx, o)
 	if err != nil {

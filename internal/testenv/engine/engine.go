@@ -310,7 +310,7 @@ func ensureImage(ctx context.Context, e *Engine) error {
 	}
 	defer f.Close()
 	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: f, SourceName: "-"}, e.Image,
-		client.ImageImportOptions{Changes: sandboximage.Changes()})
+		client.ImageImportOptions{Changes: sandboximage.Changes(e.Image)})
 	if err != nil {
 		return fmt.Errorf("import image into %s: %w", e.Name, err)
 	}
