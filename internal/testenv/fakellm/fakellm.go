@@ -210,7 +210,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p, model, stream, ok := route(r)
 	if !ok {
 		s.writeJSON(w, http.StatusNotFound, nil, map[string]any{"error": map[string]any{
-			"message": fmt.Sprintf("fakellm: no endpoint %s %s; it serves POST /v1/chat/completions, POST /v1/messages and POST /v1beta/models/{model}:generateContent", r.Method, r.URL.Path),
+			"message": fmt.Sprintf("fakellm: no endpoint %s %s; it serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and POST /v1beta/models/{model}:generateContent", r.Method, r.URL.Path),
 			"type":    "not_found_error", "code": 404, "status": "NOT_FOUND",
 		}})
 		return
