@@ -1,6 +1,7 @@
-// Package fakellm is a wire-exact fake of the three model APIs conch's
-// providers call through the official SDKs: OpenAI Chat Completions, Anthropic
-// Messages and Gemini generateContent. It listens on 127.0.0.1, answers from a
+// Package fakellm is a wire-exact fake of the model APIs conch's providers
+// and the coding-agent CLIs call: OpenAI Chat Completions, the OpenAI
+// Responses API (Codex; responses.go), Anthropic Messages and Gemini
+// generateContent. It listens on 127.0.0.1, answers from a
 // per-test script and records every request in a provider-neutral form.
 //
 //	s := fakellm.New(t)
