@@ -53,8 +53,8 @@ type Profile struct {
 	// without a sandbox of its own; the container is the boundary.
 	AutoArgs string
 	// AskArgs are appended in ask mode (coder.approvals = ask): the CLI
-	// keeps its permission prompts (and still no sandbox of its own, which
-	// cannot work in the container).
+	// keeps its permission prompts, which the driver routes to
+	// respond_to_agent.
 	AskArgs string
 	// Env is added to the CLI's environment in both modes (KEY=value).
 	Env []string
@@ -280,11 +280,14 @@ func Codex() Profile {
 		// --no-daemon: without it Codex copies itself (404 MB) into
 		// $CODEX_HOME/packages and starts an app-server daemon and a
 		// pid-update loop that outlive it.
-		Command:       "codex --no-daemon",
-		APIKeyEnv:     "OPENAI_API_KEY",
-		Paste:         true,
-		AutoArgs:      "--dangerously-bypass-approvals-and-sandbox",
-		AskArgs:       "--ask-for-approval on-request --sandbox danger-full-access",
+		Command:   "codex --no-daemon",
+		APIKeyEnv: "OPENAI_API_KEY",
+		Paste:     true,
+		AutoArgs:  "--dangerously-bypass-approvals-and-sandbox",
+		// Codex's own interactive preset: edits in the workspace without
+		// asking, a prompt when the model asks to leave its sandbox (which
+		// needs the bundled bubblewrap to work in the container).
+		AskArgs:       "--ask-for-approval on-request --sandbox workspace-write",
 		ResumeArgs:    "resume --last",
 		InterruptKeys: []string{"Escape"},
 		ReadyPaste:    true,
