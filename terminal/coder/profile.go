@@ -17,16 +17,6 @@ type Profile struct {
 	// Command starts the CLI: a shell command line, run from the
 	// workspace in conch's shell, so a crash brings the shell prompt back.
 	Command string
-	// AutoArgs are added to Command unless approvals are asked for
-	// (Options.Ask): the CLI's own full-auto mode, since the container is
-	// the boundary.
-	AutoArgs string
-	// ResumeArgs are added to Command to continue the CLI's last session
-	// when it is started again after a crash; empty: it cannot resume.
-	ResumeArgs string
-	// Env is the CLI's own environment (KEY=value) besides its key and
-	// base URL.
-	Env []string
 	// BaseURLEnv names the environment variable that points the CLI at
 	// its API (conch's credential-injecting route); empty when the base
 	// URL goes into its settings files instead (Setup.BaseURL).
@@ -61,12 +51,55 @@ type Profile struct {
 	// ReadyHook: Files install Setup.ReadyHook as the CLI's session-start
 	// hook, and the driver waits for it before the first task.
 	ReadyHook bool
-	// PasteReady: the CLI switches bracketed paste on once its input takes
-	// text, and the driver waits for that before the first task.
-	PasteReady bool
-	// InterruptKeys stop a running turn (tmux key names, sent in order);
-	// nil means Escape.
+
+	// AutoArgs are appended to the command line in full-auto mode (the
+	// default): the CLI runs commands and edits files without asking and
+	// without a sandbox of its own; the container is the boundary.
+	AutoArgs string
+	// AskArgs are appended in ask mode (coder.approvals = ask): the CLI
+	// keeps its permission prompts, which the driver routes to
+	// respond_to_agent.
+	AskArgs string
+	// Env is added to the CLI's environment in both modes (KEY=value).
+	Env []string
+	// ResumeArgs, inserted after Command, make the CLI continue the most
+	// recent session of the workspace (kept in its home) instead of a new
+	// one: for a restart after a crash.
+	ResumeArgs string
+	// InterruptKeys are the tmux key names that stop a running turn,
+	// sent in order (a short pause between them does no harm).
 	InterruptKeys []string
+	// ReadyPaste: the CLI takes input once it has switched bracketed paste
+	// on. The driver must wait, after typing the command line, for the
+	// first ESC[?2004h in the pane's output (tmux control mode's %output
+	// carries it as \033[?2004h) that comes after the shell's own
+	// ESC[?2004l (bash switches it off when it runs the command line) and
+	// before the shell's exit marker; then it sends the first task (as a
+	// bracketed paste when Paste is set). The screen's Ready markers alone
+	// are no signal: they show while the CLI still initializes.
+	ReadyPaste bool
+	// EnterAgain: the CLI may drop the Enter after the first task even
+	// with bracketed paste on (it still initializes; the pasted text stays
+	// in its input line). The driver presses Enter again, once a second,
+	// while the input line still holds the task.
+	EnterAgain bool
+}
+
+// CommandLine is the shell command line that starts the CLI: Command, then
+// ResumeArgs when resume is set, then AutoArgs (auto) or AskArgs.
+func (p Profile) CommandLine(auto, resume bool) string {
+	line := p.Command
+	if resume && p.ResumeArgs != "" {
+		line += " " + p.ResumeArgs
+	}
+	args := p.AskArgs
+	if auto {
+		args = p.AutoArgs
+	}
+	if args != "" {
+		line += " " + args
+	}
+	return line
 }
 
 // Setup is what a Profile's Files need to know.
@@ -77,12 +110,13 @@ type Setup struct {
 	Workspace string
 	// Hook is the shell command line the turn-end hook must run.
 	Hook string
+	// BaseURL is the CLI's API base URL (plain HTTP on the sandbox's
+	// loopback, conch's credential-injecting forwarder). Claude Code and
+	// Gemini CLI read it from BaseURLEnv too; Codex only from its config.
+	BaseURL string
 	// ReadyHook is the shell command line a session-start hook must run
 	// (for profiles with ReadyHook).
 	ReadyHook string
-	// BaseURL is the CLI's API base URL (conch's route to it); empty means
-	// the CLI's default.
-	BaseURL string
 	// Ask is set when the CLI must keep its permission prompts
 	// (coder.approvals = ask); otherwise it runs in its full-auto mode.
 	Ask bool
@@ -132,15 +166,22 @@ func jsonFile(p string, v any) (File, error) {
 // AfterAgent hook marks the end of a turn; folder trust and the auth dialog
 // are settled in ~/.gemini/settings.json; GOOGLE_GEMINI_BASE_URL points it
 // at its API (it then streams from {base}/v1beta/models/{model}:
-// streamGenerateContent?alt=sse) and it honours HTTPS_PROXY for it (a
-// global undici proxy agent), so the egress proxy carries its traffic.
+// streamGenerateContent?alt=sse). GEMINI_CLI_NO_RELAUNCH keeps it from
+// starting itself again as a child node sized by the host's memory rather
+// than the sandbox's (a child that also outlived the tmux server).
 func Gemini() Profile {
 	return Profile{
-		Name:       "gemini",
-		Command:    "gemini",
-		Paste:      true,
-		BaseURLEnv: "GOOGLE_GEMINI_BASE_URL",
-		APIKeyEnv:  "GEMINI_API_KEY",
+		Name:          "gemini",
+		Command:       "gemini",
+		Env:           []string{"GEMINI_CLI_NO_RELAUNCH=true"},
+		Paste:         true,
+		AutoArgs:      "--yolo",
+		ResumeArgs:    "--resume latest",
+		InterruptKeys: []string{"Escape"},
+		ReadyPaste:    true,
+		EnterAgain:    true,
+		BaseURLEnv:    "GOOGLE_GEMINI_BASE_URL",
+		APIKeyEnv:     "GEMINI_API_KEY",
 		Files: func(s Setup) ([]File, error) {
 			f, err := jsonFile(path.Join(s.Home, ".gemini", "settings.json"), map[string]any{
 				"security": map[string]any{
@@ -150,7 +191,9 @@ func Gemini() Profile {
 				// disableAutoUpdate and disableUpdateNag are the old
 				// names; the CLI migrates them by rewriting the file.
 				"general": map[string]any{"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
-				"ui":      map[string]any{"hideBanner": true, "hideTips": true},
+				// HOME is the workspace in the sandbox: no home-directory
+				// warning; no true-colour warning either.
+				"ui":      map[string]any{"hideBanner": true, "hideTips": true, "showHomeDirectoryWarning": false, "showCompatibilityWarnings": false},
 				"privacy": map[string]any{"usageStatisticsEnabled": false},
 				// hooksConfig.enabled switches hooks on (tools.enableHooks
 				// and hooks.enabled of early releases are gone). Hooks
@@ -176,7 +219,7 @@ func Gemini() Profile {
 		Busy:   []string{"esc to cancel", "Esc to cancel"},
 		Asking: []string{"Allow execution", "Apply this change?", "Do you want to proceed?", "● 1. Yes, allow once", "● 1. Allow once"},
 		Ready:  []string{"Type your message"},
-		Chrome: []string{"Type your message", "no sandbox", "context left", "? for shortcuts", "Shift+Tab to accept edits", "workspace (/directory)"},
+		Chrome: []string{"Type your message", "Executing Hook", "YOLO Ctrl+Y", "no sandbox", "context left", "? for shortcuts", "Shift+Tab to accept edits", "workspace (/directory)"},
 		Hosts:  []string{"generativelanguage.googleapis.com"},
 	}
 }
@@ -187,10 +230,16 @@ func Gemini() Profile {
 // it at its API.
 func Claude() Profile {
 	return Profile{
-		Name:       "claude",
-		Command:    "claude",
-		BaseURLEnv: "ANTHROPIC_BASE_URL",
-		APIKeyEnv:  "ANTHROPIC_API_KEY",
+		Name:          "claude",
+		Command:       "claude",
+		Paste:         true,
+		AutoArgs:      "--dangerously-skip-permissions",
+		Env:           []string{"IS_SANDBOX=1"},
+		ResumeArgs:    "--continue",
+		InterruptKeys: []string{"Escape"},
+		ReadyPaste:    true,
+		BaseURLEnv:    "ANTHROPIC_BASE_URL",
+		APIKeyEnv:     "ANTHROPIC_API_KEY",
 		Files: func(s Setup) ([]File, error) {
 			approved := []string{}
 			if k := s.APIKey; k != "" {
@@ -217,45 +266,78 @@ func Claude() Profile {
 						"hooks": []any{map[string]any{"type": "command", "command": s.Hook}},
 					}},
 				},
-				"autoUpdates": false,
-				"env":         map[string]string{"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
+				"autoUpdates":                       false,
+				"skipDangerousModePermissionPrompt": true,
+				"env":                               map[string]string{"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
 			})
 			return []File{state, settings}, err
 		},
+		// 2.1.330: the input line "❯ " sits between two rules; the footer
+		// says "⏵⏵ bypass permissions on (shift+tab to cycle)" in auto
+		// mode ("? for shortcuts" in ask mode) and adds "· esc to
+		// interrupt" while it works ("✻ Sublimating… (5s · ↓ 7 tokens)").
 		Busy:   []string{"esc to interrupt"},
 		Asking: []string{"Do you want to proceed?", "Do you want to make this edit", "❯ 1. Yes"},
-		Ready:  []string{"? for shortcuts", "│ >", "│ > "},
-		Chrome: []string{"? for shortcuts", "auto-accept edits", "bypass permissions"},
+		Ready:  []string{"bypass permissions on", "? for shortcuts"},
+		Chrome: []string{"? for shortcuts", "auto-accept edits", "bypass permissions", "← for agents", "/effort"},
 		Hosts:  []string{"api.anthropic.com"},
 	}
 }
 
+// CodexProvider is the id of the model provider the Codex profile
+// configures (config.toml [model_providers.conch]).
+const CodexProvider = "conch"
+
 // Codex is the Codex CLI (npm @openai/codex). Its notify program marks the
-// end of a turn; ~/.codex/config.toml trusts the workspace and skips the
-// update check; OPENAI_BASE_URL points it at its API. Its busy marker
-// vanishes while it streams, so its settle time is longer.
+// end of a turn; ~/.codex/config.toml trusts the workspace, skips the
+// update check and the notices, and points it at Setup.BaseURL through a
+// model provider of its own: Codex ignores OPENAI_BASE_URL, and the
+// built-in provider wants a ChatGPT sign-in.
 func Codex() Profile {
 	return Profile{
-		Name:       "codex",
-		Command:    "codex",
-		BaseURLEnv: "OPENAI_BASE_URL",
-		APIKeyEnv:  "OPENAI_API_KEY",
+		Name: "codex",
+		// --no-daemon: without it Codex copies itself (404 MB) into
+		// $CODEX_HOME/packages and starts an app-server daemon and a
+		// pid-update loop that outlive it.
+		Command:   "codex --no-daemon",
+		APIKeyEnv: "OPENAI_API_KEY",
+		Paste:     true,
+		AutoArgs:  "--dangerously-bypass-approvals-and-sandbox",
+		// Codex's own interactive preset: edits in the workspace without
+		// asking, a prompt when the model asks to leave its sandbox (which
+		// needs the bundled bubblewrap to work in the container).
+		AskArgs:       "--ask-for-approval on-request --sandbox workspace-write",
+		ResumeArgs:    "resume --last",
+		InterruptKeys: []string{"Escape"},
+		ReadyPaste:    true,
 		Files: func(s Setup) ([]File, error) {
-			words := []string{"sh", "-c", s.Hook + ` "$@"`, "conch-notify"}
+			if s.BaseURL == "" {
+				return nil, fmt.Errorf("codex profile: no base URL")
+			}
+			// Codex also notifies for its title-generation thread (a
+			// second notify per turn, possibly first): only the main
+			// thread's turn counts.
+			words := []string{"sh", "-c", `case "$1" in *'single-line task title'*) exit 0 ;; esac; ` + s.Hook + ` "$@"`, "conch-notify"}
 			var b strings.Builder
 			// Root keys must come before tables.
 			fmt.Fprintf(&b, "notify = [%s]\n", tomlStrings(words))
+			fmt.Fprintf(&b, "model_provider = %s\n", tomlString(CodexProvider))
 			b.WriteString("check_for_update_on_startup = false\n")
-			b.WriteString("approval_policy = \"on-request\"\n")
-			b.WriteString("sandbox_mode = \"workspace-write\"\n")
+			fmt.Fprintf(&b, "\n[model_providers.%s]\nname = %s\nbase_url = %s\nenv_key = %s\nwire_api = \"responses\"\nrequires_openai_auth = false\nsupports_websockets = false\n",
+				CodexProvider, tomlString(CodexProvider), tomlString(s.BaseURL), tomlString("OPENAI_API_KEY"))
 			fmt.Fprintf(&b, "\n[projects.%s]\ntrust_level = \"trusted\"\n", tomlString(s.Workspace))
-			b.WriteString("\n[notice]\nhide_full_access_warning = true\n")
+			b.WriteString("\n[notice]\nhide_full_access_warning = true\nhide_world_writable_warning = true\nhide_rate_limit_model_nudge = true\n")
+			b.WriteString("\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n")
+			b.WriteString("\n[tui]\nshow_tooltips = false\n")
 			return []File{{Path: path.Join(s.Home, ".codex", "config.toml"), Data: []byte(b.String()), Mode: 0o600}}, nil
 		},
-		Busy:   []string{"Esc to interrupt", "esc to interrupt"},
+		// 0.169: "• Working (5s • esc to interrupt)" while it works; the
+		// input line "› Ask Codex to do anything" and the footer "← for
+		// agents · ? for shortcuts" stay on screen meanwhile.
+		Busy:   []string{"esc to interrupt", "Esc to interrupt"},
 		Asking: []string{"Allow command?", "Would you like to run the following command?", "Yes, proceed", "› 1. Yes"},
-		Ready:  []string{"⏎ send", "? for shortcuts", "context left"},
-		Chrome: []string{"⏎ send", "? for shortcuts", "context left"},
+		Ready:  []string{"? for shortcuts", "Ask Codex to do anything"},
+		Chrome: []string{"? for shortcuts", "← for agents", "Ask Codex to do anything", "context left"},
 		Settle: 5 * time.Second,
 		Hosts:  []string{"api.openai.com"},
 	}
@@ -272,7 +354,7 @@ func FakeCLI(bin string, startup time.Duration) Profile {
 		ResumeArgs: "--continue",
 		BaseURLEnv: "FAKECLI_BASE_URL",
 		ReadyHook:  true,
-		PasteReady: true,
+		ReadyPaste: true,
 		Files: func(s Setup) ([]File, error) {
 			f, err := jsonFile(path.Join(s.Home, ".fakecli", "settings.json"), map[string]any{
 				"onboarded":  true,

@@ -63,13 +63,7 @@ func (c *Coder) launch(ctx context.Context, base string, resume bool) error {
 	if err != nil {
 		return err
 	}
-	cmd := c.p.Command
-	if !c.o.Ask && c.p.AutoArgs != "" {
-		cmd += " " + c.p.AutoArgs
-	}
-	if resume {
-		cmd += " " + c.p.ResumeArgs
-	}
+	cmd := c.p.CommandLine(!c.o.Ask, resume)
 	ws := c.s.Workspace()
 	// A leading space keeps the line out of history.
 	line := " cd " + shellQuote(ws) + " && . " + shellQuote(envPath) + " && rm -f " + shellQuote(envPath) + " && " + cmd
@@ -117,7 +111,7 @@ func (c *Coder) takesInput(screen []string, s snap) (bool, time.Time, string) {
 	switch {
 	case c.p.ReadyHook && s.ReadySeq <= c.cliSeq:
 		return false, time.Time{}, "its session-start hook has not run"
-	case c.p.PasteReady && (!s.PasteOn || s.PasteSeq <= c.cliSeq):
+	case c.p.ReadyPaste && (!s.PasteOn || s.PasteSeq <= c.cliSeq):
 		return false, time.Time{}, "it has not switched bracketed paste on"
 	case !hasAny(screen, c.p.Ready) || hasAny(screen, c.p.Busy):
 		return false, time.Time{}, "its input box is not shown"

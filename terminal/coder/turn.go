@@ -79,7 +79,12 @@ func (c *Coder) pressEnter(ctx context.Context, text string, start uint64) error
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	for attempt := 0; attempt < 4; attempt++ {
+	presses := 4
+	if c.p.EnterAgain {
+		// It may drop Enters while it finishes initializing.
+		presses = 15
+	}
+	for attempt := 0; attempt < presses; attempt++ {
 		if err := c.s.Keys(ctx, "Enter"); err != nil {
 			return fmt.Errorf("coding agent: enter: %w", err)
 		}
@@ -101,7 +106,7 @@ func (c *Coder) pressEnter(ctx context.Context, text string, start uint64) error
 		}
 	}
 	screen, _ := c.s.Screen(ctx)
-	return &AgentError{fmt.Sprintf("the coding agent (%s) did not take the input after 4 presses of Enter; its screen:\n%s", c.p.Name, strings.Join(tailLines(screen, 15), "\n"))}
+	return &AgentError{fmt.Sprintf("the coding agent (%s) did not take the input after %d presses of Enter; its screen:\n%s", c.p.Name, presses, strings.Join(tailLines(screen, 15), "\n"))}
 }
 
 // waitTurn waits for the end of the turn that began at seq start.

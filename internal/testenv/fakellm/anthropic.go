@@ -76,7 +76,9 @@ func decodeAnthropic(body []byte, req *Request) (stream bool, err error) {
 	}
 	req.System = antText(sys)
 	for i, m := range in.Messages {
-		if m.Role != "user" && m.Role != "assistant" {
+		// Claude Code 2.1 sends "system" messages between the others
+		// (environment notes); the API takes them.
+		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
 			return false, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
 		}
 		blocks, err := antBlocks(m.Content)

@@ -1,6 +1,7 @@
-// Package fakellm is a wire-exact fake of the three model APIs conch's
-// providers call through the official SDKs: OpenAI Chat Completions, Anthropic
-// Messages and Gemini generateContent. It listens on 127.0.0.1, answers from a
+// Package fakellm is a wire-exact fake of the model APIs conch's providers
+// and the coding-agent CLIs call: OpenAI Chat Completions, the OpenAI
+// Responses API (Codex; responses.go), Anthropic Messages and Gemini
+// generateContent. It listens on 127.0.0.1, answers from a
 // per-test script and records every request in a provider-neutral form.
 //
 //	s := fakellm.New(t)
@@ -98,7 +99,7 @@ func (s *Server) URL() string { return s.srv.URL }
 // appends "v1/messages") and Gemini (its SDK appends
 // "v1beta/models/{model}:generateContent").
 func (s *Server) BaseURL(p Provider) string {
-	if p == OpenAI {
+	if p == OpenAI || p == Responses {
 		return s.srv.URL + "/v1"
 	}
 	return s.srv.URL
@@ -187,6 +188,8 @@ func route(r *http.Request) (p Provider, model string, stream, ok bool) {
 	switch path := r.URL.Path; {
 	case path == "/v1/chat/completions":
 		return OpenAI, "", false, true
+	case path == "/v1/responses":
+		return Responses, "", false, true
 	case path == "/v1/messages":
 		return Anthropic, "", false, true
 	case strings.HasPrefix(path, "/v1beta/models/") || strings.HasPrefix(path, "/v1/models/"):
@@ -208,7 +211,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p, model, stream, ok := route(r)
 	if !ok {
 		s.writeJSON(w, http.StatusNotFound, nil, map[string]any{"error": map[string]any{
-			"message": fmt.Sprintf("fakellm: no endpoint %s %s; it serves POST /v1/chat/completions, POST /v1/messages and POST /v1beta/models/{model}:generateContent", r.Method, r.URL.Path),
+			"message": fmt.Sprintf("fakellm: no endpoint %s %s; it serves POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and POST /v1beta/models/{model}:generateContent", r.Method, r.URL.Path),
 			"type":    "not_found_error", "code": 404, "status": "NOT_FOUND",
 		}})
 		return
@@ -222,6 +225,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	case OpenAI:
 		req.APIKey = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		stream, err = decodeOpenAI(body, &req)
+	case Responses:
+		req.APIKey = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		stream, err = decodeResponses(body, &req)
 	case Anthropic:
 		// The v2 SDK sends the key as a bearer token; the API takes both.
 		req.APIKey = r.Header.Get("X-Api-Key")
@@ -321,6 +327,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *Request, re
 			return
 		}
 		s.writeJSON(w, http.StatusOK, reply.header, openAIResponse(req, reply, id))
+	case Responses:
+		if req.Stream {
+			s.writeResponsesStream(w, r, req, reply, id)
+			return
+		}
+		s.writeJSON(w, http.StatusOK, reply.header, responsesResponse(req, reply, id))
 	case Anthropic:
 		if req.Stream {
 			s.writeAnthropicStream(w, r, req, reply, id)
@@ -371,7 +383,7 @@ func (s *Server) writeError(w http.ResponseWriter, req *Request, reply Reply) {
 	}
 	id := s.nextID()
 	switch req.Provider {
-	case OpenAI:
+	case OpenAI, Responses:
 		h.Set("X-Request-Id", fmt.Sprintf("req_fake%d", id))
 		s.writeJSON(w, reply.status, h, openAIError(reply))
 	case Anthropic:

@@ -43,7 +43,10 @@ type gemRequest struct {
 		} `json:"functionDeclarations"`
 	} `json:"tools"`
 	GenerationConfig struct {
-		MaxOutputTokens int `json:"maxOutputTokens"`
+		MaxOutputTokens    int             `json:"maxOutputTokens"`
+		ResponseMimeType   string          `json:"responseMimeType"`
+		ResponseSchema     json.RawMessage `json:"responseSchema"`
+		ResponseJSONSchema json.RawMessage `json:"responseJsonSchema"`
 	} `json:"generationConfig"`
 }
 
@@ -63,6 +66,15 @@ func decodeGemini(body []byte, req *Request) error {
 		return err
 	}
 	req.MaxTokens = in.GenerationConfig.MaxOutputTokens
+	if gc := in.GenerationConfig; gc.ResponseMimeType == "application/json" {
+		req.JSONSchema = json.RawMessage("{}")
+		for _, sc := range []json.RawMessage{gc.ResponseJSONSchema, gc.ResponseSchema} {
+			if len(sc) > 0 && string(sc) != "null" {
+				req.JSONSchema = sc
+				break
+			}
+		}
+	}
 	if in.SystemInstruction != nil {
 		req.System = gemText(in.SystemInstruction.Parts)
 	}

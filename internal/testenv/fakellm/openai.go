@@ -32,6 +32,12 @@ type oaiRequest struct {
 			Parameters  json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	} `json:"tools"`
+	ResponseFormat struct {
+		Type       string `json:"type"`
+		JSONSchema struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
 	MaxTokens           int  `json:"max_tokens"`
 	MaxCompletionTokens int  `json:"max_completion_tokens"`
 	Stream              bool `json:"stream"`
@@ -75,6 +81,7 @@ func decodeOpenAI(body []byte, req *Request) (stream bool, err error) {
 	req.Model = in.Model
 	req.MaxTokens = max(in.MaxTokens, in.MaxCompletionTokens)
 	req.Stream, req.includeUsage = in.Stream, in.StreamOptions.IncludeUsage
+	req.JSONSchema = jsonFormat(in.ResponseFormat.Type, in.ResponseFormat.JSONSchema.Schema)
 	var system []string
 	for i, m := range in.Messages {
 		text, err := oaiText(m.Content)

@@ -12,6 +12,7 @@ type Provider string
 // Providers.
 const (
 	OpenAI    Provider = "openai"    // POST /v1/chat/completions
+	Responses Provider = "responses" // POST /v1/responses (OpenAI Responses API)
 	Anthropic Provider = "anthropic" // POST /v1/messages
 	Gemini    Provider = "gemini"    // POST /v1beta/models/{model}:generateContent
 )
@@ -30,7 +31,7 @@ type Request struct {
 	// Header holds the request headers.
 	Header http.Header
 	// System is the system prompt (OpenAI system/developer messages joined
-	// with a blank line, Anthropic's system field, Gemini's systemInstruction).
+	// with a blank line, Responses instructions and system/developer items, Anthropic's system field, Gemini's systemInstruction).
 	System string
 	// Messages is the conversation in wire order. Roles are the wire roles,
 	// except that Gemini's "model" is reported as "assistant".
@@ -39,8 +40,15 @@ type Request struct {
 	Tools []Tool
 	// MaxTokens is the output token limit asked for, 0 when none.
 	MaxTokens int
-	// Stream is set when the client asked for a streamed answer (OpenAI and
-	// Anthropic "stream": true, Gemini streamGenerateContent).
+	// JSONSchema is set when the client asked for a JSON answer: the
+	// schema it gave ({} when it gave none). Gemini
+	// generationConfig.responseMimeType application/json (Gemini CLI's
+	// model router asks so before each turn), OpenAI response_format
+	// json_schema or json_object, Responses text.format json_schema or
+	// json_object. A handler answers such a request with Text(json).
+	JSONSchema json.RawMessage
+	// Stream is set when the client asked for a streamed answer (OpenAI,
+	// Responses and Anthropic "stream": true, Gemini streamGenerateContent).
 	Stream bool
 	// Body is the raw request body.
 	Body []byte
@@ -50,7 +58,8 @@ type Request struct {
 
 // Message is one wire message.
 type Message struct {
-	// Role is "user", "assistant" or (OpenAI only) "tool".
+	// Role is "user", "assistant", (OpenAI and Responses) "tool" or
+	// (Anthropic, as Claude Code sends it between the others) "system".
 	Role string
 	// Text joins the message's text parts with newlines.
 	Text string
@@ -91,9 +100,13 @@ type ToolResult struct {
 
 // Tool is a tool schema offered to the model.
 type Tool struct {
+	// Type is the Responses API's tool type ("function", "custom", …);
+	// empty for the other APIs.
+	Type        string
 	Name        string
 	Description string
-	// Parameters is the JSON Schema of the arguments.
+	// Parameters is the JSON Schema of the arguments (a custom tool's
+	// format, e.g. its grammar).
 	Parameters json.RawMessage
 }
 
