@@ -138,6 +138,14 @@ func (c *Channel) send(ctx context.Context, out conch.Outbound, single bool) ([]
 // room is searched for its event first (see sending.go). The content
 // carries txn (outboundIDKey) for that search.
 func (c *Channel) sendOnce(ctx context.Context, cli *mautrix.Client, room id.RoomID, content *event.MessageEventContent, txn string) (id.EventID, error) {
+	if !e2eeAvailable {
+		// Nothing can be sent to an encrypted room: fail before recording.
+		if enc, err := c.isEncrypted(ctx, room); err != nil {
+			return "", err
+		} else if enc {
+			return "", fmt.Errorf("room is encrypted, message not sent: %w", errNoE2EE)
+		}
+	}
 	at, err := c.sending.begin(ctx, txn, room)
 	if err != nil {
 		return "", err

@@ -98,8 +98,10 @@ func (s *sendingStore) begin(ctx context.Context, txn string, room id.RoomID) (s
 	if err != nil {
 		return sendAttempt{}, fmt.Errorf("record send %s: %w", txn, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
-		return sendAttempt{}, err
+	if n, err := res.RowsAffected(); err != nil {
+		return sendAttempt{}, fmt.Errorf("record send %s: %w", txn, err)
+	} else if n == 1 {
+		return sendAttempt{}, nil
 	}
 	var started, last int64
 	if err := s.db.QueryRow(ctx, sqlGetSending, txn).Scan(&started, &last); err != nil {
@@ -133,6 +135,7 @@ func (c *Channel) findSent(ctx context.Context, cli *mautrix.Client, room id.Roo
 	oldest := at.started.Add(-sendingClockSkew).UnixMilli()
 	filter := &mautrix.FilterPart{Senders: []id.UserID{cli.UserID}, Types: []event.Type{event.EventMessage, event.EventEncrypted}}
 	from := ""
+	warned := false
 	for range sendingLookupPages {
 		resp, err := cli.Messages(ctx, room, from, "", mautrix.DirectionBackward, filter, sendingLookupLimit)
 		if err != nil {
@@ -142,8 +145,13 @@ func (c *Channel) findSent(ctx context.Context, cli *mautrix.Client, room id.Roo
 			if evt.Sender != cli.UserID {
 				continue
 			}
-			if c.carries(ctx, room, evt, txn) {
+			ok, err := c.carries(ctx, room, evt, txn)
+			if ok {
 				return evt.ID, nil
+			}
+			if err != nil && !warned {
+				warned = true
+				c.log.Warn("matrix: cannot read the bot's own event while looking for an earlier send", "room", room, "event", evt.ID, "txn", txn, "err", err)
 			}
 			if evt.Timestamp < oldest {
 				return "", nil
@@ -157,25 +165,25 @@ func (c *Channel) findSent(ctx context.Context, cli *mautrix.Client, room id.Roo
 	return "", nil
 }
 
-// carries reports whether evt's content (decrypted if need be) carries txn.
-func (c *Channel) carries(ctx context.Context, room id.RoomID, evt *event.Event, txn string) bool {
+// carries reports whether evt's content (decrypted if need be) carries
+// txn; the error says why an event could not be read.
+func (c *Channel) carries(ctx context.Context, room id.RoomID, evt *event.Event, txn string) (bool, error) {
 	switch evt.Type {
 	case event.EventMessage:
 		v, _ := evt.Content.Raw[outboundIDKey].(string)
-		return v == txn
+		return v == txn, nil
 	case event.EventEncrypted:
 		evt.RoomID = room
 		evt.Type.Class = event.MessageEventType
 		if err := evt.Content.ParseRaw(evt.Type); err != nil && !errors.Is(err, event.ErrContentAlreadyParsed) {
-			return false
+			return false, err
 		}
 		decrypted, err := c.crypto.decrypt(ctx, evt)
 		if err != nil {
-			c.log.Warn("matrix: cannot decrypt the bot's own event while looking for an earlier send", "room", room, "event", evt.ID, "err", err)
-			return false
+			return false, err
 		}
 		v, _ := decrypted.Content.Raw[outboundIDKey].(string)
-		return v == txn
+		return v == txn, nil
 	}
-	return false
+	return false, nil
 }

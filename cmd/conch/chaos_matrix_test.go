@@ -115,12 +115,21 @@ func TestChaosMatrix(t *testing.T) {
 
 	var kills int
 	var latencies []time.Duration
+	// found and resent count re-sends of a reply whose earlier send had not
+	// finished: its event was found in the room, or there was none.
+	var found, resent int
+	tally := func(p *conchProc) {
+		log := p.stderr.String()
+		found += strings.Count(log, "not sending it again")
+		resent += strings.Count(log, "left no event, sending it again")
+	}
 	began := time.Now()
 	restart := func() {
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		_ = p.cmd.Wait()
+		tally(p)
 		kills++
 		p = startConch(t, env, "up")
 	}
@@ -183,6 +192,7 @@ func TestChaosMatrix(t *testing.T) {
 		t.Fatalf("conch up exited with %v after SIGTERM; stderr:\n%s", err, p.stderr)
 	}
 	elapsed := time.Since(began)
+	tally(p)
 
 	// Read as the bot: the homeserver shows the sender's own events with
 	// the transaction id they were sent with.
@@ -236,10 +246,11 @@ func TestChaosMatrix(t *testing.T) {
 	}
 	slices.Sort(latencies)
 	mu.Lock()
-	fmt.Printf("matrix chaos figures: %d messages in %s (seed %d): %d SIGKILLs of conch up, %d tool calls asked again; "+
+	fmt.Printf("matrix chaos figures: %d messages in %s (seed %d): %d SIGKILLs of conch up, %d tool calls asked again, "+
+		"%d unfinished sends found in the room and %d sent again; "+
 		"lost %d, duplicated replies in the room %d (+%d sent twice with one transaction id), stored twice %d; "+
 		"reply latency p50 %s max %s; integrity_check %s\n",
-		n, elapsed.Round(time.Millisecond), seed, kills, toolRetries, len(lost), len(dupReplies), len(sameTxn), len(dupStored),
+		n, elapsed.Round(time.Millisecond), seed, kills, toolRetries, found, resent, len(lost), len(dupReplies), len(sameTxn), len(dupStored),
 		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond), integrity)
 	mu.Unlock()
 	if len(lost) > 0 {
