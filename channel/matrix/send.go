@@ -134,8 +134,9 @@ func (c *Channel) send(ctx context.Context, out conch.Outbound, single bool) ([]
 }
 
 // sendOnce sends one part with a stable transaction id exactly once: it is
-// recorded before it is sent, and when an earlier attempt is on record the
-// room is searched for its event first (see sending.go). The content
+// recorded before it is sent and given its event after; a part on record
+// with its event is not sent again, and one on record without it is first
+// looked for in the room (see sending.go). The content
 // carries txn (outboundIDKey) for that search.
 func (c *Channel) sendOnce(ctx context.Context, cli *mautrix.Client, room id.RoomID, content *event.MessageEventContent, txn string) (id.EventID, error) {
 	if !e2eeAvailable {
@@ -150,6 +151,10 @@ func (c *Channel) sendOnce(ctx context.Context, cli *mautrix.Client, room id.Roo
 	if err != nil {
 		return "", err
 	}
+	if at.sent != "" {
+		c.log.Info("matrix: message was sent before, not sending it again", "room", room, "txn", txn, "event", at.sent)
+		return at.sent, nil
+	}
 	if at.resumed {
 		found, err := c.findSent(ctx, cli, room, txn, at)
 		if err != nil {
@@ -157,8 +162,8 @@ func (c *Channel) sendOnce(ctx context.Context, cli *mautrix.Client, room id.Roo
 			return "", err
 		}
 		if found != "" {
-			c.log.Info("matrix: message was sent before the restart or error, not sending it again", "room", room, "txn", txn, "event", found)
-			c.sending.done(ctx, txn)
+			c.log.Info("matrix: message found in the room after an unfinished send, not sending it again", "room", room, "txn", txn, "event", found)
+			c.sending.done(ctx, txn, found)
 			return found, nil
 		}
 		c.log.Info("matrix: earlier send of a message left no event, sending it again", "room", room, "txn", txn)
@@ -169,7 +174,7 @@ func (c *Channel) sendOnce(ctx context.Context, cli *mautrix.Client, room id.Roo
 	if err != nil {
 		return "", err
 	}
-	c.sending.done(ctx, txn)
+	c.sending.done(ctx, txn, evtID)
 	return evtID, nil
 }
 

@@ -16,18 +16,19 @@ import (
 
 // Exactly once on Matrix. A message with a stable id (conch.Outbound.ID) is
 // sent with a transaction id derived from it, but a homeserver's transaction
-// cache is not enough: dendrite checks it before creating the event and
-// fills it after, so a request cut off by a crash can create the event
-// without recording the transaction, and the re-send after the restart
-// makes a second event. So conch keeps its own record: before the first
-// attempt of a part, a row in conch_matrix_sending; after the homeserver
-// answered, the row is deleted. A part whose row is still there when it is
-// sent again (a resume after a crash, or a retry after an error) is first
+// cache is not enough: dendrite keys it by access token, keeps it in memory,
+// checks it before creating the event and fills it after, so a re-send
+// after a restart (a new token with a password login, or a request cut off
+// by the crash) can make a second event. So conch keeps its own record in
+// conch_matrix_sending: a row for each part before its first attempt, given
+// the event id once the homeserver answered. A part sent again whose row has
+// an event id is not sent: that id is returned. A part whose row has none (a
+// resume after a crash during the send, or a retry after an error) is first
 // looked for in the room: every part carries its transaction id in its
-// content (outboundIDKey, inside the ciphertext in encrypted rooms), and
-// the bot's latest events are searched for it (decrypted with the bot's own
-// copy of its group session). Only when none carries it is it sent again.
-// Normal sends pay one insert and one delete, no lookup.
+// content (outboundIDKey, inside the ciphertext in encrypted rooms), and the
+// bot's latest events are searched for it (decrypted with the bot's own copy
+// of its group session). Only when none carries it is it sent again. Normal
+// sends pay one insert and one update, no lookup.
 
 // outboundIDKey is the content key carrying a part's transaction id.
 const outboundIDKey = "org.conch.outbound_id"
@@ -44,20 +45,21 @@ const (
 	// sendingClockSkew allows for the homeserver's clock being behind ours
 	// when the search stops at events older than the first attempt.
 	sendingClockSkew = 10 * time.Minute
-	// maxSendingAge drops rows of parts that were never sent again.
+	// maxSendingAge is how long a part's row is kept: a turn resumed later
+	// than that could send its answer twice.
 	maxSendingAge = 30 * 24 * time.Hour
 )
 
 const (
 	sqlBeginSending = `INSERT INTO conch_matrix_sending (txn_id, room_id, started_at, attempted_at)
 		VALUES ($1, $2, $3, $3) ON CONFLICT (txn_id) DO NOTHING`
-	sqlGetSending   = `SELECT started_at, attempted_at FROM conch_matrix_sending WHERE txn_id = $1`
+	sqlGetSending   = `SELECT started_at, attempted_at, COALESCE(event_id, '') FROM conch_matrix_sending WHERE txn_id = $1`
 	sqlRetrySending = `UPDATE conch_matrix_sending SET attempted_at = $2 WHERE txn_id = $1`
-	sqlDoneSending  = `DELETE FROM conch_matrix_sending WHERE txn_id = $1`
+	sqlDoneSending  = `UPDATE conch_matrix_sending SET event_id = $2 WHERE txn_id = $1`
 	sqlPruneSending = `DELETE FROM conch_matrix_sending WHERE started_at < $1`
 )
 
-// sendingStore is the table of parts whose send began and did not finish.
+// sendingStore is the table of parts by transaction id, in progress or sent.
 type sendingStore struct {
 	db  *dbutil.Database
 	log zerolog.Logger
@@ -84,6 +86,8 @@ func openSending(ctx context.Context, db *sql.DB, log zerolog.Logger) (*sendingS
 
 // sendAttempt is what the store knows of a part about to be sent.
 type sendAttempt struct {
+	// sent is the event of an earlier attempt that finished.
+	sent id.EventID
 	// resumed is true when an earlier attempt began and did not finish.
 	resumed bool
 	// started and last are the times of the first and the latest earlier attempt.
@@ -91,7 +95,8 @@ type sendAttempt struct {
 }
 
 // begin records that txn is about to be sent to room. When an earlier
-// attempt is on record it reports it (and records this one's time).
+// attempt is on record it reports it: its event when it finished, else its
+// times (and records this one's).
 func (s *sendingStore) begin(ctx context.Context, txn string, room id.RoomID) (sendAttempt, error) {
 	now := time.Now()
 	res, err := s.db.Exec(ctx, sqlBeginSending, txn, room, now.UnixMilli())
@@ -104,8 +109,12 @@ func (s *sendingStore) begin(ctx context.Context, txn string, room id.RoomID) (s
 		return sendAttempt{}, nil
 	}
 	var started, last int64
-	if err := s.db.QueryRow(ctx, sqlGetSending, txn).Scan(&started, &last); err != nil {
+	var sent string
+	if err := s.db.QueryRow(ctx, sqlGetSending, txn).Scan(&started, &last, &sent); err != nil {
 		return sendAttempt{}, fmt.Errorf("read send %s: %w", txn, err)
+	}
+	if sent != "" {
+		return sendAttempt{sent: id.EventID(sent)}, nil
 	}
 	if _, err := s.db.Exec(ctx, sqlRetrySending, txn, now.UnixMilli()); err != nil {
 		return sendAttempt{}, fmt.Errorf("record send %s: %w", txn, err)
@@ -113,10 +122,10 @@ func (s *sendingStore) begin(ctx context.Context, txn string, room id.RoomID) (s
 	return sendAttempt{resumed: true, started: time.UnixMilli(started), last: time.UnixMilli(last)}, nil
 }
 
-// done forgets txn: the homeserver has its event. A failure is only logged:
-// the next send of txn (if any) looks the event up first.
-func (s *sendingStore) done(ctx context.Context, txn string) {
-	if _, err := s.db.Exec(context.WithoutCancel(ctx), sqlDoneSending, txn); err != nil {
+// done records txn's event: the homeserver has it. A failure is only
+// logged: the next send of txn (if any) looks the event up first.
+func (s *sendingStore) done(ctx context.Context, txn string, evtID id.EventID) {
+	if _, err := s.db.Exec(context.WithoutCancel(ctx), sqlDoneSending, txn, evtID); err != nil {
 		s.log.Warn().Err(err).Str("txn_id", txn).Msg("Failed to record a finished send")
 	}
 }

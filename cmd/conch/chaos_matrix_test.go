@@ -115,12 +115,13 @@ func TestChaosMatrix(t *testing.T) {
 
 	var kills int
 	var latencies []time.Duration
-	// found and resent count re-sends of a reply whose earlier send had not
-	// finished: its event was found in the room, or there was none.
-	var found, resent int
+	// Re-sends of a reply after a kill: recorded as sent, found in the room
+	// after an unfinished send, or sent again (the unfinished one left none).
+	var recorded, found, resent int
 	tally := func(p *conchProc) {
 		log := p.stderr.String()
-		found += strings.Count(log, "not sending it again")
+		recorded += strings.Count(log, "message was sent before, not sending it again")
+		found += strings.Count(log, "message found in the room after an unfinished send")
 		resent += strings.Count(log, "left no event, sending it again")
 	}
 	began := time.Now()
@@ -247,10 +248,10 @@ func TestChaosMatrix(t *testing.T) {
 	slices.Sort(latencies)
 	mu.Lock()
 	fmt.Printf("matrix chaos figures: %d messages in %s (seed %d): %d SIGKILLs of conch up, %d tool calls asked again, "+
-		"%d unfinished sends found in the room and %d sent again; "+
+		"re-sends: %d recorded as sent, %d unfinished found in the room, %d unfinished sent again; "+
 		"lost %d, duplicated replies in the room %d (+%d sent twice with one transaction id), stored twice %d; "+
 		"reply latency p50 %s max %s; integrity_check %s\n",
-		n, elapsed.Round(time.Millisecond), seed, kills, toolRetries, found, resent, len(lost), len(dupReplies), len(sameTxn), len(dupStored),
+		n, elapsed.Round(time.Millisecond), seed, kills, toolRetries, recorded, found, resent, len(lost), len(dupReplies), len(sameTxn), len(dupStored),
 		latencies[len(latencies)/2].Round(time.Millisecond), latencies[len(latencies)-1].Round(time.Millisecond), integrity)
 	mu.Unlock()
 	if len(lost) > 0 {
