@@ -93,6 +93,11 @@ func (e *e2ee) Encrypt(context.Context, id.RoomID, event.Type, any) (*event.Encr
 	return nil, errNoE2EE
 }
 
+// decrypt always fails: this build cannot decrypt.
+func (e *e2ee) decrypt(context.Context, *event.Event) (*event.Event, error) {
+	return nil, errNoE2EE
+}
+
 // resumePending does nothing: there is nothing this build could decrypt.
 func (e *e2ee) resumePending(context.Context) error { return nil }
 

@@ -197,3 +197,10 @@ func TestLateKeyAcrossRestart(t *testing.T) {
 		t.Fatalf("pending rows after delivery: got %d (%v), want 0", pending, err)
 	}
 }
+
+// TestEncryptedSendExactlyOnceAfterCrash: as TestSendExactlyOnceAfterCrash
+// in an encrypted room, where the earlier event is found by decrypting the
+// bot's own events.
+func TestEncryptedSendExactlyOnceAfterCrash(t *testing.T) {
+	testSendExactlyOnce(t, true)
+}

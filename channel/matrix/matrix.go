@@ -37,6 +37,7 @@ type Channel struct {
 	cli      *mautrix.Client
 	syncer   *mautrix.DefaultSyncer
 	crypto   *e2ee
+	sending  *sendingStore
 	handler  conch.Handler
 	botName  string
 	ready    chan struct{}
@@ -175,6 +176,9 @@ func (c *Channel) start(ctx context.Context) error {
 	}
 	if resp, err := cli.GetOwnDisplayName(ctx); err == nil {
 		c.botName = resp.DisplayName
+	}
+	if c.sending, err = openSending(ctx, c.opts.DB, cli.Log); err != nil {
+		return fmt.Errorf("matrix: %w", err)
 	}
 	crypto, err := setupE2EE(ctx, cli, c.opts.DB, c.opts.PickleKey, cli.Log, e2eeHooks{
 		wanted:    c.wantEncrypted,

@@ -119,13 +119,12 @@ func (c *Channel) send(ctx context.Context, out conch.Outbound, single bool) ([]
 	}
 	ids := make([]id.EventID, 0, len(contents))
 	for i, content := range contents {
-		// The homeserver answers a repeated transaction id with the event
-		// it already has: a reply sent again after a crash is not doubled.
-		txn := ""
-		if out.ID != "" {
-			txn = fmt.Sprintf("%s.%d", out.ID, i)
+		var evtID id.EventID
+		if out.ID == "" {
+			evtID, err = c.sendContent(ctx, cli, room, content, "")
+		} else {
+			evtID, err = c.sendOnce(ctx, cli, room, content, fmt.Sprintf("%s.%d", out.ID, i))
 		}
-		evtID, err := c.sendContent(ctx, cli, room, content, txn)
 		if err != nil {
 			return ids, fmt.Errorf("matrix send to %s (part %d of %d): %w", room, i+1, len(contents), err)
 		}
@@ -134,9 +133,54 @@ func (c *Channel) send(ctx context.Context, out conch.Outbound, single bool) ([]
 	return ids, nil
 }
 
+// sendOnce sends one part with a stable transaction id exactly once: it is
+// recorded before it is sent and given its event after; a part on record
+// with its event is not sent again, and one on record without it is first
+// looked for in the room (see sending.go). The content
+// carries txn (outboundIDKey) for that search.
+func (c *Channel) sendOnce(ctx context.Context, cli *mautrix.Client, room id.RoomID, content *event.MessageEventContent, txn string) (id.EventID, error) {
+	if !e2eeAvailable {
+		// Nothing can be sent to an encrypted room: fail before recording.
+		if enc, err := c.isEncrypted(ctx, room); err != nil {
+			return "", err
+		} else if enc {
+			return "", fmt.Errorf("room is encrypted, message not sent: %w", errNoE2EE)
+		}
+	}
+	at, err := c.sending.begin(ctx, txn, room)
+	if err != nil {
+		return "", err
+	}
+	if at.sent != "" {
+		c.log.Info("matrix: message was sent before, not sending it again", "room", room, "txn", txn, "event", at.sent)
+		return at.sent, nil
+	}
+	if at.resumed {
+		found, err := c.findSent(ctx, cli, room, txn, at)
+		if err != nil {
+			// Sending blind could make a second event; the caller retries.
+			return "", err
+		}
+		if found != "" {
+			c.log.Info("matrix: message found in the room after an unfinished send, not sending it again", "room", room, "txn", txn, "event", found)
+			c.sending.done(ctx, txn, found)
+			return found, nil
+		}
+		c.log.Info("matrix: earlier send of a message left no event, sending it again", "room", room, "txn", txn)
+	}
+	// The homeserver may also answer a repeated transaction id with the
+	// event it already has; conch does not rely on it (see sending.go).
+	evtID, err := c.sendContent(ctx, cli, room, &event.Content{Parsed: content, Raw: map[string]any{outboundIDKey: txn}}, txn)
+	if err != nil {
+		return "", err
+	}
+	c.sending.done(ctx, txn, evtID)
+	return evtID, nil
+}
+
 // sendContent sends one m.room.message, encrypted when the room is. If the
 // room's encryption state is unknown or encryption fails, nothing is sent.
-func (c *Channel) sendContent(ctx context.Context, cli *mautrix.Client, room id.RoomID, content *event.MessageEventContent, txn string) (id.EventID, error) {
+func (c *Channel) sendContent(ctx context.Context, cli *mautrix.Client, room id.RoomID, content any, txn string) (id.EventID, error) {
 	enc, err := c.isEncrypted(ctx, room)
 	if err != nil {
 		return "", err
