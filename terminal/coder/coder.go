@@ -129,6 +129,9 @@ type Coder struct {
 	s       Session
 	cliSeq  uint64 // Seq when the CLI was started; a later prompt means it ended
 	running bool
+	// resumeErr says why the last start could not continue the CLI's
+	// session ("" when it did, or did not try).
+	resumeErr string
 }
 
 // New returns a driver of p's CLI for the conversation key, whose
@@ -176,6 +179,9 @@ func (c *Coder) Task(ctx context.Context, task string, progress func(string)) (T
 	res.Started = res.Started || st.started
 	res.Restarted = st.restarted
 	res.Resumed = res.Resumed || st.resumed
+	if st.restarted && !st.resumed {
+		res.ResumeError = c.resumeErr
+	}
 	res.Elapsed = c.o.Now().Sub(begin)
 	c.interruptIfStopped(ctx, err)
 	return res, err

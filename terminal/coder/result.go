@@ -35,6 +35,9 @@ type TurnResult struct {
 	// Restarted is set when the CLI had ended since the last call and was
 	// started again before the task was sent.
 	Restarted bool
+	// ResumeError says why a CLI started again could not continue its
+	// session, when it tried.
+	ResumeError string
 	// Resumed is set when the CLI, started again after a crash, continued
 	// its previous session (its context kept) rather than starting afresh.
 	Resumed bool
@@ -69,6 +72,9 @@ func (r TurnResult) String() string {
 		} else {
 			b.WriteString(" (It had exited since the last task and was started again without its previous session: it does not remember the earlier tasks.)")
 		}
+	}
+	if r.ResumeError != "" {
+		fmt.Fprintf(&b, " (Continuing its session failed: %s)", r.ResumeError)
 	}
 	if r.IPCFile != "" {
 		fmt.Fprintf(&b, " (The task was long, so it was written to %s.)", r.IPCFile)

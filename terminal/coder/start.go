@@ -47,10 +47,12 @@ func (c *Coder) startCLI(ctx context.Context, resume bool) (resumed bool, err er
 	if err := c.writeFiles(ctx, base); err != nil {
 		return false, err
 	}
+	c.resumeErr = ""
 	err = c.launch(ctx, base, resume)
 	var agentErr *AgentError
 	if resume && errors.As(err, &agentErr) && ctx.Err() == nil {
 		// No session to continue (or it would not load): start afresh.
+		c.resumeErr, _, _ = strings.Cut(agentErr.Msg, "\n")
 		return false, c.launch(ctx, base, false)
 	}
 	return resume && err == nil, err
@@ -83,7 +85,7 @@ func (c *Coder) launch(ctx context.Context, base string, resume bool) error {
 			c.running = false
 			return false, time.Time{}, &AgentError{fmt.Sprintf("the coding agent (%s) exited while starting (status %d); its screen:\n%s", c.p.Name, s.status, c.redact(strings.Join(tailLines(screen, 15), "\n")))}
 		}
-		ok, at, why := c.takesInput(screen, s)
+		ok, at, why := c.takesInput(screen, s, resume)
 		waiting = why
 		return ok, at, nil
 	})
@@ -99,15 +101,20 @@ func (c *Coder) launch(ctx context.Context, base string, resume bool) error {
 }
 
 // readyQuiet is how long a started CLI's screen must be quiet, showing its
-// input box, before the first text is sent.
-const readyQuiet = 400 * time.Millisecond
+// input box, before the first text is sent; resumeQuiet when it continues
+// a session, which it may still be loading (and drawing) after its input
+// is on (Gemini CLI).
+const (
+	readyQuiet  = 400 * time.Millisecond
+	resumeQuiet = 2 * time.Second
+)
 
 // takesInput is the start's check: the CLI's own signals (its session-start
 // hook ran; it switched bracketed paste on after it started) and then its
 // input box, not busy, on a quiet screen. Text sent earlier is lost (a CLI
 // still initializing drops it, or takes a pasted "?" as a key). It returns
 // what it still waits for.
-func (c *Coder) takesInput(screen []string, s snap) (bool, time.Time, string) {
+func (c *Coder) takesInput(screen []string, s snap, resume bool) (bool, time.Time, string) {
 	switch {
 	case c.p.ReadyHook && s.ReadySeq <= c.cliSeq:
 		return false, time.Time{}, "its session-start hook has not run"
@@ -116,8 +123,12 @@ func (c *Coder) takesInput(screen []string, s snap) (bool, time.Time, string) {
 	case !hasAny(screen, c.p.Ready) || hasAny(screen, c.p.Busy):
 		return false, time.Time{}, "its input box is not shown"
 	}
-	if quiet := c.o.Now().Sub(s.LastOutput); quiet < readyQuiet {
-		return false, s.LastOutput.Add(readyQuiet), "its screen is not quiet"
+	need := readyQuiet
+	if resume {
+		need = resumeQuiet
+	}
+	if quiet := c.o.Now().Sub(s.LastOutput); quiet < need {
+		return false, s.LastOutput.Add(need), "its screen is not quiet"
 	}
 	return true, time.Time{}, ""
 }

@@ -151,6 +151,9 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 			return res, err
 		}
 		res.Started, res.Resumed = true, resumed
+		if !resumed {
+			res.ResumeError = c.resumeErr
+		}
 		res.Text = screen
 	}
 	return res, nil

@@ -1,0 +1,260 @@
+package coder_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"conch"
+	"conch/egress"
+	"conch/internal/testenv/fakellm"
+	"conch/terminal"
+	"conch/terminal/coder"
+	"conch/terminal/terminaltest"
+)
+
+// realKey is the key the host holds; the CLI only ever sees
+// egress.PlaceholderKey.
+const realKey = "sk-real-coder-key-0123456789abcdef"
+
+// realCLI is one real coding-agent CLI and how its vendor's API asks it
+// to write a file.
+type realCLI struct {
+	profile  coder.Profile
+	vendor   egress.Vendor
+	provider fakellm.Provider
+	// write is the tool call of the CLI's own tool that writes
+	// hello.txt in the workspace.
+	write fakellm.Reply
+}
+
+func realCLIs() []realCLI {
+	return []realCLI{
+		{coder.Claude(), egress.Anthropic, fakellm.Anthropic,
+			fakellm.ToolCall("Bash", `{"command":"printf hi > /workspace/hello.txt","description":"Write hello.txt"}`)},
+		{coder.Codex(), egress.OpenAI, fakellm.Responses,
+			fakellm.ToolCall("exec", `{"input":"await tools.exec_command({cmd: \"printf hi > /workspace/hello.txt\"})"}`)},
+		{coder.Gemini(), egress.Gemini, fakellm.Gemini,
+			fakellm.ToolCall("run_shell_command", `{"command":"printf hi > /workspace/hello.txt","description":"Write hello.txt"}`)},
+	}
+}
+
+// The tasks of the conversation and the fake model's answers.
+const (
+	askWrite  = "Create the file hello.txt in the workspace with the text hi."
+	wrote     = "I created hello.txt with the text hi."
+	askRecall = "What did I ask you before?"
+	recalled  = "Before, you asked me to create hello.txt."
+	askAgain  = "Which file did you create earlier?"
+	again     = "Earlier I created hello.txt."
+)
+
+// TestRealCLIs drives the REAL Claude Code, Codex and Gemini CLI, from the
+// sandbox image conch builds with them, in a hardened network-less sandbox:
+// each reaches a wire-exact fake of its vendor's API on the host only
+// through the credential-injecting bridge, with a placeholder key. Each
+// does two tasks with context (the first with a tool call that writes a
+// file), is killed and started again continuing its session, and the real
+// key never appears inside the container.
+func TestRealCLIs(t *testing.T) {
+	for _, cli := range realCLIs() {
+		t.Run(cli.profile.Name, func(t *testing.T) { testRealCLI(t, cli) })
+	}
+}
+
+func testRealCLI(t *testing.T, cli realCLI) {
+	b := terminaltest.ContainerWith(t, terminaltest.Options{Agents: []string{"claude", "codex", "gemini"}})
+	llm := fakellm.New(t)
+	var mu sync.Mutex
+	var asked []string // the tasks the model saw, in order
+	llm.Handle(func(r fakellm.Request) fakellm.Reply {
+		if r.JSONSchema != nil {
+			// Gemini CLI's model router asks for a JSON verdict first.
+			return fakellm.Text(`{"complexity_reasoning":"a small task","complexity_score":10}`)
+		}
+		last := r.Messages[len(r.Messages)-1]
+		if strings.Contains(last.Text, "single-line task title") {
+			return fakellm.Text("Write hello.txt") // Codex's title thread
+		}
+		if len(last.ToolResults) > 0 || last.Role == "tool" {
+			return fakellm.Text(wrote)
+		}
+		task := lastUserText(r)
+		mu.Lock()
+		asked = append(asked, task)
+		mu.Unlock()
+		switch {
+		case strings.Contains(task, askWrite):
+			return cli.write
+		case strings.Contains(task, askRecall):
+			return fakellm.Text(recalled)
+		case strings.Contains(task, askAgain):
+			return fakellm.Text(again)
+		}
+		return fakellm.Error(400, "fakellm test: unexpected request: "+task)
+	})
+
+	audit := make(chan egress.Event, 64)
+	in, err := egress.NewInjector(egress.InjectorOptions{
+		Vendor: cli.vendor, Key: realKey, BaseURL: llm.BaseURL(cli.provider),
+		OnRequest: func(e egress.Event) {
+			select {
+			case audit <- e:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	bridges := egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})
+	t.Cleanup(func() { bridges.Close() })
+	route := func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
+		origin, err := bridges.URL(ctx, key, sb)
+		if err != nil {
+			return "", err
+		}
+		return in.ClientBaseURL(origin), nil
+	}
+
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	p := cli.profile
+	c := coder.For(m, testKey, p, coder.Options{
+		StartTimeout: 3 * time.Minute,
+		TurnTimeout:  3 * time.Minute,
+		APIKey:       egress.PlaceholderKey,
+		Env:          []string{p.APIKeyEnv + "=" + egress.PlaceholderKey},
+		Route:        route,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	res, err := c.Task(ctx, askWrite, nil)
+	mustTurn(t, "first task", res, err, coder.TurnIdle)
+	if !res.Started || !res.Hook {
+		t.Errorf("first task: got started=%v hook=%v, want the CLI started and the turn ended by its own hook", res.Started, res.Hook)
+	}
+	contains(t, "first task", res.Text, wrote)
+	if data, err := b.SB.ReadFile(ctx, b.WS+"/hello.txt", 1<<10); err != nil || string(data) != "hi" {
+		t.Errorf("hello.txt: got %q, %v; want the CLI's tool call to have written hi", data, err)
+	}
+
+	res, err = c.Task(ctx, askRecall, nil)
+	mustTurn(t, "second task", res, err, coder.TurnIdle)
+	if res.Started {
+		t.Errorf("second task: the CLI was started again, want the same session")
+	}
+	contains(t, "second task", res.Text, recalled)
+	checkHistory(t, "second task", llm, askRecall, askWrite, wrote)
+
+	// The CLI dies (kill -9): the next task finds it gone, starts it
+	// again continuing its session, and the history still holds the
+	// first tasks.
+	kill, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c",
+		`pids=$(grep -lxzF CONCH_AGENT=` + p.Name + ` /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); [ -n "$pids" ] && kill -9 $pids`}})
+	if err != nil || kill.ExitCode != 0 {
+		t.Fatalf("kill the CLI: %v %s", err, kill.Output)
+	}
+	waitFor(t, "the CLI to be gone", func() bool {
+		s, _ := m.AgentSession(ctx, p.Name, false)
+		cur, _ := s.Command(ctx)
+		return cur == "bash"
+	})
+	res, err = c.Task(ctx, askAgain, nil)
+	mustTurn(t, "task after the crash", res, err, coder.TurnIdle)
+	if !res.Started || !res.Restarted || !res.Resumed {
+		t.Errorf("task after the crash: got started=%v restarted=%v resumed=%v (%s), want the CLI started again continuing its session", res.Started, res.Restarted, res.Resumed, res.ResumeError)
+	}
+	contains(t, "task after the crash", res.Text, again)
+	checkHistory(t, "task after the crash", llm, askAgain, askWrite, askRecall)
+
+	// The key: the upstream got the real one, added on the host; the
+	// container never held it.
+	for _, r := range llm.Requests() {
+		if r.APIKey != realKey {
+			t.Fatalf("%s: the upstream got key %q, want the real key added by the injector", r.Path, r.APIKey)
+		}
+	}
+	noKeyInside(t, ctx, b, m)
+	mu.Lock()
+	t.Logf("%s: %d requests; tasks the model saw: %q", p.Name, len(llm.Requests()), asked)
+	mu.Unlock()
+	refused := drain(audit)
+	for _, e := range refused {
+		if !e.Allowed {
+			t.Logf("%s: refused and audited: %s %s (%s)", p.Name, e.Method, e.Target, e.Reason)
+		}
+	}
+}
+
+// lastUserText is the text of the request's last user message that is
+// not only tool results.
+func lastUserText(r fakellm.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if m := r.Messages[i]; m.Role == "user" && strings.TrimSpace(m.Text) != "" {
+			return m.Text
+		}
+	}
+	return ""
+}
+
+// checkHistory: the last request that carried task also carried the
+// earlier words.
+func checkHistory(t *testing.T, what string, llm *fakellm.Server, task string, earlier ...string) {
+	t.Helper()
+	reqs := llm.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		var all strings.Builder
+		for _, m := range reqs[i].Messages {
+			fmt.Fprintf(&all, "%s: %s\n", m.Role, m.Text)
+		}
+		if !strings.Contains(all.String(), task) || strings.Contains(all.String(), "single-line task title") {
+			continue // Codex's title thread quotes the task too
+		}
+		for _, w := range earlier {
+			if !strings.Contains(all.String(), w) {
+				t.Errorf("%s: the request for %q does not carry %q; history:\n%s", what, task, w, all.String())
+			}
+		}
+		return
+	}
+	t.Errorf("%s: no request carried %q", what, task)
+}
+
+// noKeyInside: the real key is in no process environment, no file of the
+// workspace or /tmp, and no terminal's scrollback.
+func noKeyInside(t *testing.T, ctx context.Context, b *box, m *terminal.Manager) {
+	t.Helper()
+	sock := m.Options().Socket
+	res, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c", `
+n=0
+grep -lzF "$1" /proc/[0-9]*/environ 2>/dev/null && n=1
+grep -rlF "$1" "$2" /tmp 2>/dev/null && n=1
+for p in $(tmux -S "$3" list-panes -a -F '#{pane_id}' 2>/dev/null); do
+	tmux -S "$3" capture-pane -p -S - -t "$p" | grep -F "$1" && n=1
+done
+echo "found=$n"`, "probe", realKey, b.WS, sock}, Timeout: time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("look for the key: %v %s", err, res.Output)
+	}
+	if !strings.Contains(string(res.Output), "found=0") {
+		t.Fatalf("the real key is inside the container:\n%s", res.Output)
+	}
+}
+
+func drain(ch chan egress.Event) []egress.Event {
+	var out []egress.Event
+	for {
+		select {
+		case e := <-ch:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
