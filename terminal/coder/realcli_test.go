@@ -3,6 +3,7 @@ package coder_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -257,4 +258,112 @@ func drain(ch chan egress.Event) []egress.Event {
 			return out
 		}
 	}
+}
+
+// BenchmarkRealCLITurn measures, per real CLI, a task's round trip through
+// the driver and splits it: delivery (Task called → the CLI's request
+// reaches the fake API), the CLI's own time (request → its turn-end hook
+// ran, read from the hook's timestamp file) and notice (hook → Task
+// returned, conch's overhead at the end). The fake API answers at once.
+//
+//	go test -tags goolm -run X -bench RealCLITurn -benchtime 10x ./terminal/coder/
+func BenchmarkRealCLITurn(b *testing.B) {
+	for _, cli := range realCLIs() {
+		b.Run(cli.profile.Name, func(b *testing.B) { benchRealCLI(b, cli) })
+	}
+}
+
+func benchRealCLI(b *testing.B, cli realCLI) {
+	box := terminaltest.ContainerWith(b, terminaltest.Options{Agents: []string{"claude", "codex", "gemini"}})
+	llm := fakellm.New(b)
+	var mu sync.Mutex
+	var arrived time.Time
+	llm.Handle(func(r fakellm.Request) fakellm.Reply {
+		if r.JSONSchema != nil {
+			return fakellm.Text(`{"complexity_reasoning":"a small task","complexity_score":10}`)
+		}
+		if task := lastUserText(r); strings.Contains(task, "single-line task title") {
+			return fakellm.Text("Say ok")
+		}
+		mu.Lock()
+		if arrived.IsZero() {
+			arrived = time.Now()
+		}
+		mu.Unlock()
+		return fakellm.Text("ok")
+	})
+	in, err := egress.NewInjector(egress.InjectorOptions{Vendor: cli.vendor, Key: realKey, BaseURL: llm.BaseURL(cli.provider)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { in.Close() })
+	bridges := egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})
+	b.Cleanup(func() { bridges.Close() })
+	m := terminal.NewManager(box.SB, terminal.NewMemRegistry(), box.Opts)
+	b.Cleanup(m.Detach)
+	p := cli.profile
+	c := coder.For(m, testKey, p, coder.Options{
+		StartTimeout: 3 * time.Minute, TurnTimeout: 3 * time.Minute,
+		APIKey: egress.PlaceholderKey, Env: []string{p.APIKeyEnv + "=" + egress.PlaceholderKey},
+		Route: func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
+			origin, err := bridges.URL(ctx, key, sb)
+			return in.ClientBaseURL(origin), err
+		},
+	})
+	ctx := context.Background()
+	if res, err := c.Task(ctx, "Say ok once to warm up.", nil); err != nil || res.State != coder.TurnIdle {
+		b.Fatalf("warm-up: %v %s", err, res)
+	}
+	var total, deliver, own, notice []time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		mu.Lock()
+		arrived = time.Time{}
+		mu.Unlock()
+		begin := time.Now()
+		res, err := c.Task(ctx, fmt.Sprintf("Say ok, number %d.", i), nil)
+		end := time.Now()
+		if err != nil || res.State != coder.TurnIdle || !res.Hook {
+			b.Fatalf("task %d: %v %s", i, err, res)
+		}
+		hook, err := lastHook(ctx, box, m, p.Name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mu.Lock()
+		at := arrived
+		mu.Unlock()
+		total = append(total, end.Sub(begin))
+		deliver = append(deliver, at.Sub(begin))
+		own = append(own, hook.Sub(at))
+		notice = append(notice, end.Sub(hook))
+	}
+	b.StopTimer()
+	ms := func(ds []time.Duration) float64 {
+		slices.Sort(ds)
+		return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(ms(total), "total-p50-ms")
+	b.ReportMetric(ms(deliver), "deliver-p50-ms")
+	b.ReportMetric(ms(own), "cli-own-p50-ms")
+	b.ReportMetric(ms(notice), "notice-p50-ms")
+	b.ReportMetric(ms(notice)/max(ms(own), 0.001), "notice/cli-own")
+}
+
+// lastHook reads the time of the CLI's last turn-end hook from its marker
+// file in the sandbox (one date +%s.%N line per turn).
+func lastHook(ctx context.Context, box *box, m *terminal.Manager, name string) (time.Time, error) {
+	data, err := box.SB.ReadFile(ctx, m.Options().RunDir+"/turn-"+name, 1<<20)
+	if err != nil {
+		return time.Time{}, err
+	}
+	lines := strings.Fields(string(data))
+	if len(lines) == 0 {
+		return time.Time{}, fmt.Errorf("no turn-end marker for %s", name)
+	}
+	var sec, nsec int64
+	if _, err := fmt.Sscanf(lines[len(lines)-1], "%d.%d", &sec, &nsec); err != nil {
+		return time.Time{}, fmt.Errorf("turn-end marker %q: %w", lines[len(lines)-1], err)
+	}
+	return time.Unix(sec, nsec), nil
 }
