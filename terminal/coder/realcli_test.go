@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -129,7 +130,7 @@ func testRealCLI(t *testing.T, cli realCLI) {
 		StartTimeout: 3 * time.Minute,
 		TurnTimeout:  3 * time.Minute,
 		APIKey:       egress.PlaceholderKey,
-		Env:          []string{p.APIKeyEnv + "=" + egress.PlaceholderKey},
+		Env:          cliEnv(p),
 		Route:        route,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -191,6 +192,15 @@ func testRealCLI(t *testing.T, cli realCLI) {
 			t.Logf("%s: refused and audited: %s %s (%s)", p.Name, e.Method, e.Target, e.Reason)
 		}
 	}
+}
+
+// cliEnv is the CLI's environment as conch up gives it: the placeholder
+// key, and the bridge as HTTPS_PROXY so that requests to other hosts are
+// refused and audited (the loopback itself not proxied).
+func cliEnv(p coder.Profile) []string {
+	origin := "http://127.0.0.1:" + strconv.Itoa(egress.DefaultBridgePort)
+	return []string{p.APIKeyEnv + "=" + egress.PlaceholderKey,
+		"HTTPS_PROXY=" + origin, "https_proxy=" + origin, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
 }
 
 // lastUserText is the text of the request's last user message that is
@@ -304,7 +314,7 @@ func benchRealCLI(b *testing.B, cli realCLI) {
 	p := cli.profile
 	c := coder.For(m, testKey, p, coder.Options{
 		StartTimeout: 3 * time.Minute, TurnTimeout: 3 * time.Minute,
-		APIKey: egress.PlaceholderKey, Env: []string{p.APIKeyEnv + "=" + egress.PlaceholderKey},
+		APIKey: egress.PlaceholderKey, Env: cliEnv(p),
 		Route: func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
 			origin, err := bridges.URL(ctx, key, sb)
 			return in.ClientBaseURL(origin), err
