@@ -136,13 +136,24 @@ func dumpLogsOnFailure(t *testing.T, dataDir string) {
 // say writes one line and returns the next reply line.
 func (p *conchProc) say(t *testing.T, line string) string {
 	t.Helper()
+	return p.sayWithin(t, line, 30*time.Second)
+}
+
+// sayWithin is say with a longer wait, for a turn that does real work.
+func (p *conchProc) sayWithin(t *testing.T, line string, wait time.Duration) string {
+	t.Helper()
 	if _, err := fmt.Fprintln(p.stdin, line); err != nil {
 		t.Fatal(err)
 	}
-	return p.readLine(t)
+	return p.readLineWithin(t, wait)
 }
 
 func (p *conchProc) readLine(t *testing.T) string {
+	t.Helper()
+	return p.readLineWithin(t, 30*time.Second)
+}
+
+func (p *conchProc) readLineWithin(t *testing.T, wait time.Duration) string {
 	t.Helper()
 	type res struct {
 		s   string
@@ -159,8 +170,8 @@ func (p *conchProc) readLine(t *testing.T) string {
 			t.Fatalf("read reply: %v; stderr:\n%s", r.err, p.stderr)
 		}
 		return strings.TrimSuffix(r.s, "\n")
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no reply within 30s; stderr:\n%s", p.stderr)
+	case <-time.After(wait):
+		t.Fatalf("no reply within %s; stderr:\n%s", wait, p.stderr)
 	}
 	return ""
 }

@@ -226,6 +226,8 @@ func (c *Coder) clean(lines []string) []string {
 			continue
 		case strings.HasPrefix(t, "│ >") && strings.TrimSpace(strings.Trim(t, "│> ")) == "":
 			continue
+		case t == "❯" || t == ">" || t == "›":
+			continue // an empty input line (Claude Code's ends in a no-break space)
 		}
 		out = append(out, l)
 	}
