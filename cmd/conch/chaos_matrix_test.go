@@ -93,14 +93,9 @@ func TestChaosMatrix(t *testing.T) {
 		"CONCH_MATRIX_USER_ID="+botID,
 		"CONCH_MATRIX_ACCESS_TOKEN="+botToken,
 		"CONCH_MATRIX_ALLOW_FROM="+aliceID,
-		"CONCH_SANDBOX_ENGINE="+eng.Name,
-		"CONCH_SANDBOX_HOST="+eng.Host,
-		"CONCH_SANDBOX_IMAGE="+eng.Image,
-		"CONCH_SANDBOX_CACHE_DIR="+eng.CacheDir,
-		"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-		"CONCH_INSTANCE_ID="+instance,
 		"CONCH_GATEWAY_MAX_ATTEMPTS=20",
 	)
+	env = append(env, engineEnv(t, eng, instance)...)
 	p := startConch(t, env, "up")
 	p.waitStderr(t, "matrix first sync")
 

@@ -124,16 +124,11 @@ func TestChaos(t *testing.T) {
 
 	dir := t.TempDir()
 	env := append(testEnv(srv, fakellm.OpenAI, dir),
-		"CONCH_SANDBOX_ENGINE="+eng.Name,
-		"CONCH_SANDBOX_HOST="+eng.Host,
-		"CONCH_SANDBOX_IMAGE="+eng.Image,
-		"CONCH_SANDBOX_CACHE_DIR="+eng.CacheDir,
-		"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-		"CONCH_INSTANCE_ID="+instance,
 		"CONCH_MODEL_TIMEOUT=1s",
 		"CONCH_AGENT_MAX_RETRIES=6",
 		"CONCH_GATEWAY_MAX_ATTEMPTS=20",
 	)
+	env = append(env, engineEnv(t, eng, instance)...)
 
 	// One reader per conch process; all lines land here.
 	lines := make(chan string, 1024)

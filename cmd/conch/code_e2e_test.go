@@ -44,16 +44,11 @@ func TestChatCodeWithClaude(t *testing.T) {
 	rand.Read(buf)
 	instance := "cd" + hex.EncodeToString(buf)
 	env := append(testEnv(orch, fakellm.OpenAI, dir),
-		"CONCH_SANDBOX_ENGINE="+e.Name,
-		"CONCH_SANDBOX_HOST="+e.Host,
-		"CONCH_SANDBOX_IMAGE="+e.Image,
-		"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
-		"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-		"CONCH_INSTANCE_ID="+instance,
 		"CONCH_CODER_AGENT=claude",
 		"ANTHROPIC_API_KEY="+key,
 		"CONCH_CODER_BASE_URL="+vendor.URL(),
 	)
+	env = append(env, engineEnv(t, e, instance)...)
 	instanceContainers(t, e.Client(t), instance)
 
 	orch.Push(

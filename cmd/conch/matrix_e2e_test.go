@@ -168,13 +168,8 @@ func TestUpMatrixRoomSandbox(t *testing.T) {
 		"CONCH_MATRIX_USER_ID="+botID,
 		"CONCH_MATRIX_ACCESS_TOKEN="+botToken,
 		"CONCH_MATRIX_ALLOW_FROM="+aliceID,
-		"CONCH_SANDBOX_ENGINE="+e.Name,
-		"CONCH_SANDBOX_HOST="+e.Host,
-		"CONCH_SANDBOX_IMAGE="+e.Image,
-		"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
-		"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-		"CONCH_INSTANCE_ID="+instance,
 	)
+	env = append(env, engineEnv(t, e, instance)...)
 	api := e.Client(t)
 	containers := instanceContainers(t, api, instance)
 

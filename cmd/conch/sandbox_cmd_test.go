@@ -82,13 +82,8 @@ func TestSandboxCommands(t *testing.T) {
 			"CONCH_DATA_DIR="+dataDir,
 			"CONCH_MODEL=", "CONCH_MODEL_API_KEY=", "OPENAI_API_KEY=", "ANTHROPIC_API_KEY=", "GEMINI_API_KEY=",
 			"CONCH_SANDBOX_DISK=0",
-			"CONCH_SANDBOX_ENGINE="+e.Name,
-			"CONCH_SANDBOX_HOST="+e.Host,
-			"CONCH_SANDBOX_IMAGE="+e.Image,
-			"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
-			"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-			"CONCH_INSTANCE_ID="+instance,
 		)
+		env = append(env, engineEnv(t, e, instance)...)
 		api := e.Client(t)
 		containers := instanceContainers(t, api, instance)
 		t.Cleanup(func() {

@@ -26,14 +26,7 @@ func TestChatSandboxSurvivesKill(t *testing.T) {
 		buf := make([]byte, 4)
 		rand.Read(buf)
 		instance := "e2e" + hex.EncodeToString(buf)
-		env := append(testEnv(srv, fakellm.OpenAI, dir),
-			"CONCH_SANDBOX_ENGINE="+e.Name,
-			"CONCH_SANDBOX_HOST="+e.Host,
-			"CONCH_SANDBOX_IMAGE="+e.Image,
-			"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
-			"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-			"CONCH_INSTANCE_ID="+instance,
-		)
+		env := append(testEnv(srv, fakellm.OpenAI, dir), engineEnv(t, e, instance)...)
 		api := e.Client(t)
 		containers := instanceContainers(t, api, instance)
 
@@ -78,6 +71,19 @@ func lastToolResult(t *testing.T, srv *fakellm.Server) string {
 		t.Fatalf("last request carries no tool result: %+v", last.Messages)
 	}
 	return rs[len(rs)-1].Content
+}
+
+// engineEnv points conch at the test engine e, as the conch instance
+// instance (whose containers instanceContainers removes).
+func engineEnv(t *testing.T, e *engine.Engine, instance string) []string {
+	return []string{
+		"CONCH_SANDBOX_ENGINE=" + e.Name,
+		"CONCH_SANDBOX_HOST=" + e.Host,
+		"CONCH_SANDBOX_IMAGE=" + e.Image,
+		"CONCH_SANDBOX_CACHE_DIR=" + e.CacheDir,
+		"CONCH_SANDBOX_AGENT_BINARY=" + engine.AgentBinary(t),
+		"CONCH_INSTANCE_ID=" + instance,
+	}
 }
 
 // instanceContainers lists the ids of the containers of a conch instance and

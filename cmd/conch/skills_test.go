@@ -166,14 +166,7 @@ func TestSkillScriptRunsInSandbox(t *testing.T) {
 		buf := make([]byte, 4)
 		rand.Read(buf)
 		instance := "skills" + hex.EncodeToString(buf)
-		env := append(skillEnv(t, srv, dir),
-			"CONCH_SANDBOX_ENGINE="+e.Name,
-			"CONCH_SANDBOX_HOST="+e.Host,
-			"CONCH_SANDBOX_IMAGE="+e.Image,
-			"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
-			"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-			"CONCH_INSTANCE_ID="+instance,
-		)
+		env := append(skillEnv(t, srv, dir), engineEnv(t, e, instance)...)
 		instanceContainers(t, e.Client(t), instance) // removes them at cleanup
 		srv.Push(
 			fakellm.ToolCall("skill", `{"name":"weather-report"}`),

@@ -23,14 +23,7 @@ func TestChatTerminalSurvivesKill(t *testing.T) {
 	buf := make([]byte, 4)
 	rand.Read(buf)
 	instance := "tt" + hex.EncodeToString(buf)
-	env := append(testEnv(srv, fakellm.OpenAI, dir),
-		"CONCH_SANDBOX_ENGINE="+e.Name,
-		"CONCH_SANDBOX_HOST="+e.Host,
-		"CONCH_SANDBOX_IMAGE="+e.Image,
-		"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
-		"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-		"CONCH_INSTANCE_ID="+instance,
-	)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), engineEnv(t, e, instance)...)
 	instanceContainers(t, e.Client(t), instance)
 
 	srv.Push(

@@ -161,13 +161,8 @@ func TestWebDashboardLiveTerminal(t *testing.T) {
 	addr := freeAddr(t)
 	env := append(testEnv(srv, fakellm.OpenAI, dir),
 		"CONCH_GATEWAY_LISTEN="+addr,
-		"CONCH_SANDBOX_ENGINE="+e.Name,
-		"CONCH_SANDBOX_HOST="+e.Host,
-		"CONCH_SANDBOX_IMAGE="+e.Image,
-		"CONCH_SANDBOX_CACHE_DIR="+e.CacheDir,
-		"CONCH_SANDBOX_AGENT_BINARY="+engine.AgentBinary(t),
-		"CONCH_INSTANCE_ID="+instance,
 	)
+	env = append(env, engineEnv(t, e, instance)...)
 	instanceContainers(t, e.Client(t), instance)
 	srv.Push(
 		fakellm.ToolCall("terminal_open", `{}`),

@@ -100,39 +100,13 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	})
 
 	audit := make(chan egress.Event, 64)
-	in, err := egress.NewInjector(egress.InjectorOptions{
-		Vendor: cli.vendor, Key: realKey, BaseURL: llm.BaseURL(cli.provider),
-		OnRequest: func(e egress.Event) {
-			select {
-			case audit <- e:
-			default:
-			}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close() })
-	bridges := egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})
-	t.Cleanup(func() { bridges.Close() })
-	route := func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
-		origin, err := bridges.URL(ctx, key, sb)
-		if err != nil {
-			return "", err
+	c, m := realCoder(t, b, cli, llm, func(e egress.Event) {
+		select {
+		case audit <- e:
+		default:
 		}
-		return in.ClientBaseURL(origin), nil
-	}
-
-	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
-	t.Cleanup(m.Detach)
-	p := cli.profile
-	c := coder.For(m, testKey, p, coder.Options{
-		StartTimeout: 3 * time.Minute,
-		TurnTimeout:  3 * time.Minute,
-		APIKey:       egress.PlaceholderKey,
-		Env:          cliEnv(p),
-		Route:        route,
 	})
+	p := cli.profile
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -192,6 +166,37 @@ func testRealCLI(t *testing.T, cli realCLI) {
 			t.Logf("%s: refused and audited: %s %s (%s)", p.Name, e.Method, e.Target, e.Reason)
 		}
 	}
+}
+
+// realCoder is the driver of cli in box, reaching llm (its vendor's fake
+// API) through an Injector that holds realKey, on the fixed bridge port;
+// audit, if set, hears of every request the Injector took or refused.
+func realCoder(tb testing.TB, box *box, cli realCLI, llm *fakellm.Server, audit func(egress.Event)) (*coder.Coder, *terminal.Manager) {
+	tb.Helper()
+	in, err := egress.NewInjector(egress.InjectorOptions{Vendor: cli.vendor, Key: realKey, BaseURL: llm.BaseURL(cli.provider), OnRequest: audit})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { in.Close() })
+	bridges := egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})
+	tb.Cleanup(func() { bridges.Close() })
+	m := terminal.NewManager(box.SB, terminal.NewMemRegistry(), box.Opts)
+	tb.Cleanup(m.Detach)
+	p := cli.profile
+	c := coder.For(m, testKey, p, coder.Options{
+		StartTimeout: 3 * time.Minute,
+		TurnTimeout:  3 * time.Minute,
+		APIKey:       egress.PlaceholderKey,
+		Env:          cliEnv(p),
+		Route: func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
+			origin, err := bridges.URL(ctx, key, sb)
+			if err != nil {
+				return "", err
+			}
+			return in.ClientBaseURL(origin), nil
+		},
+	})
+	return c, m
 }
 
 // cliEnv is the CLI's environment as conch up gives it: the placeholder
@@ -302,24 +307,8 @@ func benchRealCLI(b *testing.B, cli realCLI) {
 		mu.Unlock()
 		return fakellm.Text("ok")
 	})
-	in, err := egress.NewInjector(egress.InjectorOptions{Vendor: cli.vendor, Key: realKey, BaseURL: llm.BaseURL(cli.provider)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { in.Close() })
-	bridges := egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})
-	b.Cleanup(func() { bridges.Close() })
-	m := terminal.NewManager(box.SB, terminal.NewMemRegistry(), box.Opts)
-	b.Cleanup(m.Detach)
+	c, m := realCoder(b, box, cli, llm, nil)
 	p := cli.profile
-	c := coder.For(m, testKey, p, coder.Options{
-		StartTimeout: 3 * time.Minute, TurnTimeout: 3 * time.Minute,
-		APIKey: egress.PlaceholderKey, Env: cliEnv(p),
-		Route: func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
-			origin, err := bridges.URL(ctx, key, sb)
-			return in.ClientBaseURL(origin), err
-		},
-	})
 	ctx := context.Background()
 	if res, err := c.Task(ctx, "Say ok once to warm up.", nil); err != nil || res.State != coder.TurnIdle {
 		b.Fatalf("warm-up: %v %s", err, res)
