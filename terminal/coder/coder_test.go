@@ -127,7 +127,7 @@ func TestCoderTurns(t *testing.T) {
 		contains(t, "crash", res.Text, "fatal: simulated crash")
 		contains(t, "crash", res.String(), "continuing its previous session")
 		// The helper the crashed CLI left is gone.
-		if out := helpers(t, b); out != "" {
+		if out := helpers(t, b, m); out != "" {
 			t.Errorf("processes of the crashed CLI left running: %s", out)
 		}
 		res, err = c.Task(ctx, "what did I ask before?", nil)
@@ -139,10 +139,11 @@ func TestCoderTurns(t *testing.T) {
 
 // helpers lists the processes still carrying the fake CLI's mark, besides
 // the CLI itself.
-func helpers(t *testing.T, b *box) string {
+func helpers(t *testing.T, b *box, m *terminal.Manager) string {
 	t.Helper()
 	res, err := b.SB.Exec(ctxT(t), conch.ExecRequest{Argv: []string{"sh", "-c",
-		`for f in $(grep -lxzF CONCH_AGENT=fakecli /proc/[0-9]*/environ 2>/dev/null); do d=${f%/environ}; c=$(tr '\0' ' ' 2>/dev/null < $d/cmdline); case "$c" in *fakecli*) ;; *) echo "${d#/proc/} $c";; esac; done`}})
+		`for f in $(grep -lxzF "$1" /proc/[0-9]*/environ 2>/dev/null); do d=${f%/environ}; c=$(tr '\0' ' ' 2>/dev/null < $d/cmdline); case "$c" in *fakecli*) ;; *) echo "${d#/proc/} $c";; esac; done`,
+		"helpers", coder.Mark("fakecli", m.Options().RunDir)}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("list helpers: %v %s", err, res.Output)
 	}

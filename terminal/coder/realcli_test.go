@@ -132,7 +132,8 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	// again continuing its session, and the history still holds the
 	// first tasks.
 	kill, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c",
-		`pids=$(grep -lxzF CONCH_AGENT=` + p.Name + ` /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); [ -n "$pids" ] && kill -9 $pids`}})
+		`pids=$(grep -lxzF "$1" /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); [ -n "$pids" ] && kill -9 $pids`,
+		"kill", coder.Mark(p.Name, m.Options().RunDir)}})
 	if err != nil || kill.ExitCode != 0 {
 		t.Fatalf("kill the CLI: %v %s", err, kill.Output)
 	}

@@ -137,6 +137,14 @@ func (c *Coder) takesInput(screen []string, s snap, resume bool) (bool, time.Tim
 // that what outlives the CLI can be found and ended.
 const agentEnv = "CONCH_AGENT"
 
+// Mark is the environment entry every process of the CLI name run by the
+// terminals whose conch directory is runDir carries: unique per sandbox
+// (and per terminal Manager where several share one machine, as tests on
+// the host do), the same after a restart of conch.
+func Mark(name, runDir string) string { return agentEnv + "=" + name + "@" + runDir }
+
+func (c *Coder) mark() string { return Mark(c.p.Name, c.s.RunDir()) }
+
 // endHelpers ends the processes a previous run of the CLI left behind
 // (helpers and daemons that outlived it): every process whose environment
 // carries the CLI's mark. The CLI itself is not running when this is
@@ -151,7 +159,7 @@ func (c *Coder) endHelpers(ctx context.Context) error {
 done
 exit 0`
 	res, err := c.sb.Exec(ctx, conch.ExecRequest{
-		Argv: []string{"sh", "-c", script, "end-helpers", agentEnv + "=" + c.p.Name}, Dir: c.s.Workspace(), Timeout: 30 * time.Second,
+		Argv: []string{"sh", "-c", script, "end-helpers", c.mark()}, Dir: c.s.Workspace(), Timeout: 30 * time.Second,
 	})
 	if err != nil {
 		return fmt.Errorf("coding agent: end earlier helpers: %w", err)
@@ -193,7 +201,7 @@ func (c *Coder) writeFiles(ctx context.Context, base string) error {
 // and removes: typed, it would stay on the screen, which the model reads.
 // It returns the file's path.
 func (c *Coder) writeEnv(ctx context.Context, base string) (string, error) {
-	env := slices.Concat(c.o.Env, c.p.Env, []string{agentEnv + "=" + c.p.Name})
+	env := slices.Concat(c.o.Env, c.p.Env, []string{c.mark()})
 	if base != "" && c.p.BaseURLEnv != "" {
 		env = append(env, c.p.BaseURLEnv+"="+base)
 	}
