@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs what the sandbox runtime's real-engine tests need: Docker (dockerd,
 # containerd, runc), Podman with conmon and catatonit (its init), debootstrap
-# for the offline sandbox image build, and the docker CLI for the benchmark
+# for the offline sandbox image build, xfsprogs for the xfs (project quota) data
+# root of the Docker workspace-quota test, and the docker CLI for the benchmark
 # baselines, and the mail servers the email channel's tests start from a private
 # config (dovecot for IMAP and LMTP, postfix for SMTP). Idempotent: apt runs
 # only when something is missing. The system's own mail services are never left
@@ -9,7 +10,7 @@
 # runs the web chat's browser tests (chromedp, headless).
 set -eu
 
-pkgs="docker.io podman conmon catatonit runc containerd debootstrap ca-certificates tmux make git dovecot-imapd dovecot-lmtpd postfix chromium"
+pkgs="docker.io podman conmon catatonit runc containerd debootstrap xfsprogs ca-certificates tmux make git dovecot-imapd dovecot-lmtpd postfix chromium"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -88,8 +88,10 @@ func (r *Runtime) Describe(ctx context.Context, key conch.ConversationKey) strin
 			}
 		}
 	}
-	if used, limit, ok := r.diskUse(workspaceVolume(c)); ok {
+	if used, limit, ok := r.diskUse(ctx, workspaceVolume(c)); ok && used >= 0 {
 		parts = append(parts, fmt.Sprintf("workspace %s of %s used", humanBytes(used), humanBytes(limit)))
+	} else if ok {
+		parts = append(parts, fmt.Sprintf("workspace limited to %s", humanBytes(limit)))
 	} else if r.opts.Disk > 0 {
 		parts = append(parts, "workspace without a quota (made before sandbox.disk was set)")
 	}

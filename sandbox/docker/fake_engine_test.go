@@ -158,7 +158,7 @@ func newFakeRuntime(t *testing.T, f *fakeEngine) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := start(o, prof, "", f, Info{Engine: EngineDocker, Version: "test"})
+	r, err := start(context.Background(), o, prof, "", f, Info{Engine: EngineDocker, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

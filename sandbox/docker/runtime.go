@@ -67,8 +67,9 @@ type Options struct {
 	// SweepEvery is how often idle and retention are checked; 0 derives it.
 	SweepEvery time.Duration
 	// Disk is each workspace's size limit in bytes (its own ext4 image
-	// under DataDir/workspaces, see quota.go); 0 means none. An engine that
-	// cannot enforce it makes New fail (ErrNoDiskQuota).
+	// under DataDir/workspaces on Podman, an xfs project quota on Docker,
+	// see quota.go); 0 means none. An engine that cannot enforce it makes
+	// New fail (ErrNoDiskQuota).
 	Disk int64
 	// DiskAuto: Disk is the default, not the operator's choice; an engine
 	// that cannot enforce it runs without a quota (with a warning) instead
@@ -114,10 +115,12 @@ type Runtime struct {
 	seccomp string
 	// agentName is the agent binary's name in AgentDir; "" without an agent.
 	agentName string
-	api       engineAPI
-	info      Info
-	log       *slog.Logger
-	reg       *registry
+	// disk is how workspaces are limited (quota.go).
+	disk diskMode
+	api  engineAPI
+	info Info
+	log  *slog.Logger
+	reg  *registry
 
 	// agents are Options.Agents, validated.
 	agents []sandboximage.Agent
@@ -163,7 +166,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := start(o, prof, agentName, api, info)
+	r, err := start(ctx, o, prof, agentName, api, info)
 	if err != nil {
 		api.Close()
 		return nil, err
@@ -207,12 +210,13 @@ func (o Options) withDefaults() (Options, Hardening, error) {
 
 // start builds the Runtime over a connected engine and starts its janitor.
 // Unit tests call it with a fake engine.
-func start(o Options, prof Hardening, agentName string, api engineAPI, info Info) (*Runtime, error) {
-	if err := checkDisk(o, info.Engine); err != nil {
+func start(ctx context.Context, o Options, prof Hardening, agentName string, api engineAPI, info Info) (*Runtime, error) {
+	disk, err := diskModeFor(ctx, o, info.Engine, api)
+	if err != nil {
 		if !o.DiskAuto || !errors.Is(err, ErrNoDiskQuota) {
 			return nil, err
 		}
-		o.Logger.Warn("workspaces have no size limit: this engine cannot enforce one here (Podman can); set sandbox.disk = \"0\" to silence this", "engine", info.Engine, "err", err)
+		o.Logger.Warn("workspaces have no size limit: this engine cannot enforce one here (Podman can, and Docker with its data root on xfs mounted with prjquota); set sandbox.disk = \"0\" to silence this", "engine", info.Engine, "err", err)
 		o.Disk = 0
 	}
 	as, err := lookupAgents(o.Agents)
@@ -239,6 +243,7 @@ func start(o Options, prof Hardening, agentName string, api engineAPI, info Info
 		specHash:  hash8(spec...) + prof.Hash()[:4],
 		seccomp:   sc,
 		agentName: agentName,
+		disk:      disk,
 	}
 	r.life, r.stop = context.WithCancel(context.Background())
 	if every := r.sweepEvery(); every > 0 {

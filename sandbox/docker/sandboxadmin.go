@@ -106,7 +106,7 @@ func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (
 	} else if hc := f.c.HostConfig; hc != nil {
 		st.MemoryLimit = hc.Memory
 	}
-	if used, limit, ok := r.diskUse(f.s.Workspace); ok {
+	if used, limit, ok := r.diskUse(ctx, f.s.Workspace); ok {
 		st.DiskBytes, st.DiskLimit = used, limit
 	} else {
 		st.DiskBytes = r.volumeBytes(ctx, f.s.Workspace)

@@ -471,13 +471,35 @@ func stopPid(ctx context.Context, pid int) error {
 type Private struct {
 	*Engine
 	dir, sock string
+	// DataRoot is the engine's data root.
+	DataRoot string
+}
+
+// PrivateOption configures PrivateDocker.
+type PrivateOption func(*privateConfig)
+
+type privateConfig struct {
+	xfsQuota int64
+}
+
+// WithXFSQuota gives the private dockerd a data root on an xfs file system
+// of its own (a sparse loop image of size bytes) mounted with project quotas
+// (prjquota): its local volume driver then enforces the volume option size=.
+// A missing mkfs.xfs (xfsprogs), loop devices or kernel support for xfs
+// quotas ends the test through testenv.Missing.
+func WithXFSQuota(size int64) PrivateOption {
+	return func(c *privateConfig) { c.xfsQuota = size }
 }
 
 var privateSeq int
 
 // PrivateDocker starts a private dockerd for t.
-func PrivateDocker(t *testing.T) *Private {
+func PrivateDocker(t *testing.T, opts ...PrivateOption) *Private {
 	t.Helper()
+	var cfg privateConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	base := Docker(t) // the same requirements; and the rootfs is cached
 	mu.Lock()
 	privateSeq++
@@ -488,16 +510,27 @@ func PrivateDocker(t *testing.T) *Private {
 		t.Fatal(err)
 	}
 	p := &Private{Engine: &Engine{Name: "docker", Image: base.Image, CacheDir: base.CacheDir}, dir: dir,
-		sock: filepath.Join(dir, "docker.sock")}
+		sock: filepath.Join(dir, "docker.sock"), DataRoot: filepath.Join(dir, "data")}
 	p.Host = "unix://" + p.sock
+	mounted := false
 	t.Cleanup(func() {
 		if err := p.Stop(); err != nil {
 			t.Logf("stop private dockerd: %v", err)
+		}
+		if mounted {
+			if err := unmount(p.DataRoot); err != nil {
+				t.Logf("unmount private dockerd's data root: %v", err)
+				return // never remove through a mount
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			t.Logf("remove private dockerd's data: %v", err)
 		}
 	})
+	if cfg.xfsQuota > 0 {
+		mountXFSQuota(t, filepath.Join(dir, "data.xfs"), p.DataRoot, cfg.xfsQuota)
+		mounted = true
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := launch(ctx, "docker", dir, p.sock); err != nil {
@@ -507,6 +540,70 @@ func PrivateDocker(t *testing.T) *Private {
 		t.Fatalf("private dockerd: %v", err)
 	}
 	return p
+}
+
+// mountXFSQuota makes a sparse xfs image of size bytes at img and mounts it
+// on dir with project quotas, through a loop device that mount releases at
+// the unmount (autoclear).
+func mountXFSQuota(t *testing.T, img, dir string, size int64) {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.xfs"); err != nil {
+		testenv.Missing(t, "xfsprogs", "mkfs.xfs is not installed (scripts/ci-deps.sh installs xfsprogs)")
+	}
+	if !exists("/dev/loop-control") {
+		testenv.Missing(t, "loop devices", "/dev/loop-control is absent (no loop driver, or a container without it)")
+	}
+	if fss, err := os.ReadFile("/proc/filesystems"); err != nil || !strings.Contains(string(fss), "\txfs\n") {
+		testenv.Missing(t, "kernel xfs", "xfs is not in /proc/filesystems")
+	}
+	f, err := os.Create(img)
+	if err == nil {
+		err = f.Truncate(size)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatalf("xfs image: %v", err)
+	}
+	if out, err := exec.Command("mkfs.xfs", "-q", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.xfs %s: %v: %s", img, err, out)
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("mount", "-o", "loop,prjquota", img, dir).CombinedOutput()
+	if err == nil {
+		return
+	}
+	// Tell a kernel without xfs quotas (CONFIG_XFS_QUOTA unset: it refuses
+	// prjquota and mounts without) from a real failure.
+	if plain, perr := exec.Command("mount", "-o", "loop,ro", img, dir).CombinedOutput(); perr == nil {
+		if uerr := unmount(dir); uerr != nil {
+			t.Fatalf("unmount %s: %v", dir, uerr)
+		}
+		// A kernel's build options are not something a test machine's
+		// setup can install, so this is a skip even under
+		// CONCH_REQUIRE_REAL: the refusal path is tested on every machine
+		// (TestWorkspaceQuota/docker), the enforcement only where the
+		// kernel has xfs quotas.
+		t.Skip("the kernel mounts xfs but refuses prjquota (built without CONFIG_XFS_QUOTA), so Docker cannot enforce a volume size here: " +
+			strings.TrimSpace(string(out)))
+	} else {
+		t.Fatalf("mount -o loop,prjquota %s: %v: %s (and without prjquota: %v: %s)", img, err, out, perr, plain)
+	}
+}
+
+// unmount unmounts dir (lazily if it is busy).
+func unmount(dir string) error {
+	out, err := exec.Command("umount", dir).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	if lout, lerr := exec.Command("umount", "-l", dir).CombinedOutput(); lerr != nil {
+		return fmt.Errorf("umount %s: %v: %s; lazily: %v: %s", dir, err, out, lerr, lout)
+	}
+	return nil
 }
 
 // Stop ends the engine as a service manager would (SIGTERM, then waiting):
