@@ -230,11 +230,12 @@ func Gemini() Profile {
 // it at its API.
 func Claude() Profile {
 	return Profile{
-		Name:          "claude",
-		Command:       "claude",
-		Paste:         true,
-		AutoArgs:      "--dangerously-skip-permissions",
-		Env:           []string{"IS_SANDBOX=1"},
+		Name:     "claude",
+		Command:  "claude",
+		Paste:    true,
+		AutoArgs: "--dangerously-skip-permissions",
+		Env: []string{"IS_SANDBOX=1", "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+			"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1"},
 		ResumeArgs:    "--continue",
 		InterruptKeys: []string{"Escape"},
 		ReadyPaste:    true,

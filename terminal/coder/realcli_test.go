@@ -31,16 +31,21 @@ type realCLI struct {
 	// write is the tool call of the CLI's own tool that writes
 	// hello.txt in the workspace.
 	write fakellm.Reply
+	// quiet: the CLI asks for nothing but its API (its profile turns the
+	// rest off), so the injector refuses nothing. Codex 0.169 still syncs
+	// plugins from GitHub and ChatGPT and fetches an announcement at start:
+	// refused and audited.
+	quiet bool
 }
 
 func realCLIs() []realCLI {
 	return []realCLI{
 		{coder.Claude(), egress.Anthropic, fakellm.Anthropic,
-			fakellm.ToolCall("Bash", `{"command":"printf hi > /workspace/hello.txt","description":"Write hello.txt"}`)},
+			fakellm.ToolCall("Bash", `{"command":"printf hi > /workspace/hello.txt","description":"Write hello.txt"}`), true},
 		{coder.Codex(), egress.OpenAI, fakellm.Responses,
-			fakellm.ToolCall("exec", `{"input":"await tools.exec_command({cmd: \"printf hi > /workspace/hello.txt\"})"}`)},
+			fakellm.ToolCall("exec", `{"input":"await tools.exec_command({cmd: \"printf hi > /workspace/hello.txt\"})"}`), false},
 		{coder.Gemini(), egress.Gemini, fakellm.Gemini,
-			fakellm.ToolCall("run_shell_command", `{"command":"printf hi > /workspace/hello.txt","description":"Write hello.txt"}`)},
+			fakellm.ToolCall("run_shell_command", `{"command":"printf hi > /workspace/hello.txt","description":"Write hello.txt"}`), true},
 	}
 }
 
@@ -161,9 +166,13 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	mu.Lock()
 	t.Logf("%s: %d requests; tasks the model saw: %q", p.Name, len(llm.Requests()), asked)
 	mu.Unlock()
-	refused := drain(audit)
-	for _, e := range refused {
-		if !e.Allowed {
+	for _, e := range drain(audit) {
+		if e.Allowed {
+			continue
+		}
+		if cli.quiet {
+			t.Errorf("%s: asked for something besides its API (refused and audited): %s %s (%s)", p.Name, e.Method, e.Target, e.Reason)
+		} else {
 			t.Logf("%s: refused and audited: %s %s (%s)", p.Name, e.Method, e.Target, e.Reason)
 		}
 	}
