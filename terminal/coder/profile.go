@@ -330,6 +330,9 @@ func Codex() Profile {
 			b.WriteString("\n[notice]\nhide_full_access_warning = true\nhide_world_writable_warning = true\nhide_rate_limit_model_nudge = true\n")
 			b.WriteString("\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n")
 			b.WriteString("\n[tui]\nshow_tooltips = false\n")
+			// Plugins off: at start it would sync a curated plugin
+			// catalogue from GitHub and ChatGPT (refused and audited).
+			b.WriteString("\n[features]\nplugins = false\nremote_plugin = false\nplugin_discovery_prefetch = false\nrecommended_plugins = false\n")
 			return []File{{Path: path.Join(s.Home, ".codex", "config.toml"), Data: []byte(b.String()), Mode: 0o600}}, nil
 		},
 		// 0.169: "• Working (5s • esc to interrupt)" while it works; the

@@ -32,9 +32,9 @@ type realCLI struct {
 	// hello.txt in the workspace.
 	write fakellm.Reply
 	// quiet: the CLI asks for nothing but its API (its profile turns the
-	// rest off), so the injector refuses nothing. Codex 0.169 still syncs
-	// plugins from GitHub and ChatGPT and fetches an announcement at start:
-	// refused and audited.
+	// rest off), so the injector refuses nothing. Codex 0.169 still
+	// fetches its announcement tip from raw.githubusercontent.com at start
+	// (no setting found that stops it): refused and audited.
 	quiet bool
 }
 
