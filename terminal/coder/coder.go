@@ -129,6 +129,9 @@ type Coder struct {
 	s       Session
 	cliSeq  uint64 // Seq when the CLI was started; a later prompt means it ended
 	running bool
+	// launched: the CLI was started from the shell at cliSeq, so the
+	// shell prints a prompt marker when it ends.
+	launched bool
 	// resumeErr says why the last start could not continue the CLI's
 	// session ("" when it did, or did not try).
 	resumeErr string
@@ -291,7 +294,7 @@ func (c *Coder) reattach(ctx context.Context) error {
 	}
 	c.s = s
 	c.running = !isShell(cur)
-	c.cliSeq = c.seq()
+	c.cliSeq, c.launched = c.seq(), c.running
 	if c.running && c.o.Route != nil {
 		// The route the CLI was started with died with the previous
 		// conch: bring it back at the same address.

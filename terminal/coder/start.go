@@ -38,6 +38,9 @@ func (c *Coder) startCLI(ctx context.Context, resume bool) (resumed bool, err er
 	if err := c.endHelpers(ctx); err != nil {
 		return false, err
 	}
+	if err := c.awaitPrompt(ctx); err != nil {
+		return false, err
+	}
 	base := ""
 	if c.o.Route != nil {
 		if base, err = c.o.Route(ctx, c.key, c.sb); err != nil {
@@ -53,6 +56,14 @@ func (c *Coder) startCLI(ctx context.Context, resume bool) (resumed bool, err er
 	if resume && errors.As(err, &agentErr) && ctx.Err() == nil {
 		// No session to continue (or it would not load): start afresh.
 		c.resumeErr, _, _ = strings.Cut(agentErr.Msg, "\n")
+		// A CLI that did not become ready may still run: the fresh
+		// start must reach the shell, not the CLI's input.
+		if err := c.endHelpers(ctx); err != nil {
+			return false, err
+		}
+		if err := c.awaitPrompt(ctx); err != nil {
+			return false, err
+		}
 		return false, c.launch(ctx, base, false)
 	}
 	return resume && err == nil, err
@@ -70,7 +81,7 @@ func (c *Coder) launch(ctx context.Context, base string, resume bool) error {
 	// A leading space keeps the line out of history.
 	line := " cd " + shellQuote(ws) + " && . " + shellQuote(envPath) + " && rm -f " + shellQuote(envPath) + " && " + cmd
 	seq, err := c.s.Run(ctx, line)
-	c.cliSeq = seq
+	c.cliSeq, c.launched = seq, true
 	if err != nil {
 		return fmt.Errorf("coding agent: start: %w", err)
 	}
@@ -98,6 +109,37 @@ func (c *Coder) launch(ctx context.Context, base string, resume bool) error {
 	// The start-up screen is not news to the model.
 	_, err = c.s.Observe(ctx)
 	return err
+}
+
+// awaitPrompt waits until conch's shell is back at its prompt after the
+// CLI ended (its prompt marker can come after tmux already names the shell
+// as the pane's program; a later one would be taken for the next start's
+// exit), ending the CLI's processes if it still runs.
+func (c *Coder) awaitPrompt(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.watch(wctx, func(_ []string, s snap) (bool, time.Time, error) {
+			return !c.launched || s.DoneSeq > c.cliSeq || s.dead, time.Time{}, nil
+		})
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		cur, cerr := c.s.Command(ctx)
+		if cerr != nil {
+			return fmt.Errorf("coding agent: %w", cerr)
+		}
+		if err == nil && isShell(cur) {
+			c.launched = false
+			return nil
+		}
+		if attempt == 2 {
+			return &AgentError{fmt.Sprintf("the shell did not come back after the coding agent (%s) ended (the pane runs %q)", c.p.Name, cur)}
+		}
+		if err := c.endHelpers(ctx); err != nil {
+			return err
+		}
+	}
 }
 
 // readyQuiet is how long a started CLI's screen must be quiet, showing its
