@@ -108,14 +108,24 @@ func (s *chatSession) run(ctx context.Context, after int64) {
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The page's first message is read only once the events are
+	// followed: its streamed text is live only, and would otherwise be
+	// lost when the turn starts before the subscription.
+	following := make(chan struct{})
+	var once sync.Once
+	ready := func() { once.Do(func() { close(following) }) }
 	wg.Go(func() {
-		if err := s.pump(ctx, after); err != nil && ctx.Err() == nil {
+		if err := s.pump(ctx, after, ready); err != nil && ctx.Err() == nil {
 			s.c.log.Warn("chat events", "conversation", s.key.String(), "err", err)
 			s.conn.Close(websocket.StatusInternalError, "event stream failed; reconnect")
 		}
 		cancel()
 	})
 	wg.Go(func() { s.keepalive(ctx); cancel() })
+	select {
+	case <-following:
+	case <-ctx.Done():
+	}
 	status, reason := s.readLoop(ctx)
 	cancel()
 	if status != 0 {
@@ -187,11 +197,16 @@ func (s *chatSession) send(ctx context.Context, f clientFrame) {
 }
 
 // pump follows the conversation's events and writes them to the socket,
-// starting after the Seq the page saw last.
-func (s *chatSession) pump(ctx context.Context, after int64) error {
+// starting after the Seq the page saw last. It calls ready once the first
+// subscription stands (or when it gives up).
+func (s *chatSession) pump(ctx context.Context, after int64, ready func()) error {
+	defer ready()
 	last := after
 	for ctx.Err() == nil {
 		ch, err := s.c.opts.Events.Subscribe(ctx, s.key, last)
+		if err == nil {
+			ready()
+		}
 		if conch.KindOf(err) == conch.KindNotFound {
 			// The hub no longer keeps what the page asks for: send the
 			// stored conversation, then follow from now.
