@@ -46,8 +46,6 @@ type Profile struct {
 	// Settle is how long the screen must be quiet, idle and without busy
 	// markers for a turn to count as ended when no hook fired; 0 means 3 s.
 	Settle time.Duration
-	// Hosts are the API hosts the CLI may reach through the egress proxy.
-	Hosts []string
 	// ReadyHook: Files install Setup.ReadyHook as the CLI's session-start
 	// hook, and the driver waits for it before the first task.
 	ReadyHook bool
@@ -220,7 +218,6 @@ func Gemini() Profile {
 		Asking: []string{"Allow execution", "Apply this change?", "Do you want to proceed?", "● 1. Yes, allow once", "● 1. Allow once"},
 		Ready:  []string{"Type your message"},
 		Chrome: []string{"Type your message", "Executing Hook", "YOLO Ctrl+Y", "no sandbox", "context left", "? for shortcuts", "Shift+Tab to accept edits", "workspace (/directory)"},
-		Hosts:  []string{"generativelanguage.googleapis.com"},
 	}
 }
 
@@ -281,7 +278,6 @@ func Claude() Profile {
 		Asking: []string{"Do you want to proceed?", "Do you want to make this edit", "❯ 1. Yes"},
 		Ready:  []string{"bypass permissions on", "? for shortcuts"},
 		Chrome: []string{"? for shortcuts", "auto-accept edits", "bypass permissions", "← for agents", "/effort"},
-		Hosts:  []string{"api.anthropic.com"},
 	}
 }
 
@@ -343,7 +339,6 @@ func Codex() Profile {
 		Ready:  []string{"? for shortcuts", "Ask Codex to do anything"},
 		Chrome: []string{"? for shortcuts", "← for agents", "Ask Codex to do anything", "context left"},
 		Settle: 5 * time.Second,
-		Hosts:  []string{"api.openai.com"},
 	}
 }
 

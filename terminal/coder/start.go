@@ -35,10 +35,7 @@ func (c *Coder) home(ctx context.Context) (string, error) {
 // the CLI resumed its session: when it cannot, it starts afresh.
 func (c *Coder) startCLI(ctx context.Context, resume bool) (resumed bool, err error) {
 	resume = resume && c.p.ResumeArgs != ""
-	if err := c.endHelpers(ctx); err != nil {
-		return false, err
-	}
-	if err := c.awaitPrompt(ctx); err != nil {
+	if err := c.toShell(ctx); err != nil {
 		return false, err
 	}
 	base := ""
@@ -58,10 +55,7 @@ func (c *Coder) startCLI(ctx context.Context, resume bool) (resumed bool, err er
 		c.resumeErr, _, _ = strings.Cut(agentErr.Msg, "\n")
 		// A CLI that did not become ready may still run: the fresh
 		// start must reach the shell, not the CLI's input.
-		if err := c.endHelpers(ctx); err != nil {
-			return false, err
-		}
-		if err := c.awaitPrompt(ctx); err != nil {
+		if err := c.toShell(ctx); err != nil {
 			return false, err
 		}
 		return false, c.launch(ctx, base, false)
@@ -109,6 +103,15 @@ func (c *Coder) launch(ctx context.Context, base string, resume bool) error {
 	// The start-up screen is not news to the model.
 	_, err = c.s.Observe(ctx)
 	return err
+}
+
+// toShell ends what a run of the CLI left (or a start that was given up)
+// and waits for conch's shell to be back at its prompt.
+func (c *Coder) toShell(ctx context.Context) error {
+	if err := c.endHelpers(ctx); err != nil {
+		return err
+	}
+	return c.awaitPrompt(ctx)
 }
 
 // awaitPrompt waits until conch's shell is back at its prompt after the
