@@ -2,6 +2,7 @@ package terminal
 
 import (
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -45,19 +46,36 @@ __conch_s=$?
 printf '\033]7770;conch;%s;exit;%d\007' "$__conch_nonce" "$__conch_s"
 exit $__conch_s`
 
-// turnEndScript is the turn-end hook the coding-agent CLIs run: it appends
-// to a marker file and tells conch at once by printing a marker on the
-// agent's pane (found through $TMUX_PANE, which the CLI inherits).
+// turnEndScript is the turn-end hook the coding-agent CLIs run: it keeps
+// the hook's payload (the CLI's final message is in it: see AnswerFile),
+// appends to a marker file and tells conch at once by printing a marker on
+// the agent's pane (found through $TMUX_PANE, which the CLI inherits).
 func turnEndScript(runDir string) string {
 	return fmt.Sprintf(`#!/bin/sh
 # conch: turn-end hook of a coding-agent CLI (generated)
 # Arguments: the CLI's name, the terminal's nonce, and the event: "turn"
-# (a turn ended; the default) or "ready" (the CLI's session started).
+# (a turn ended; the default) or "ready" (the CLI's session started). A
+# turn's payload (JSON) is a third argument other than these (Codex's
+# notify) or standard input (Claude Code's Stop, Gemini CLI's AfterAgent).
+run=%s
 name="${1:-agent}"
 nonce="${2:-}"
 event="${3:-turn}"
-case "$event" in ready) ;; *) event=turn ;; esac
-date +%%s.%%N >> %s/"$event"-"$name" 2>/dev/null
+payload=
+case "$event" in
+ready | turn) ;;
+*) payload=$event; event=turn ;;
+esac
+if [ "$event" = turn ]; then
+	out="$run/answer-$name.json"
+	if [ -n "$payload" ]; then
+		printf '%%s' "$payload" > "$out.tmp"
+	elif [ ! -t 0 ]; then
+		timeout 5 cat > "$out.tmp"
+	fi
+	if [ -s "$out.tmp" ]; then mv -f "$out.tmp" "$out"; else rm -f "$out.tmp"; fi
+fi 2>/dev/null
+date +%%s.%%N >> "$run/$event-$name" 2>/dev/null
 if [ -n "$TMUX_PANE" ]; then
 	tty=$(tmux display-message -p -t "$TMUX_PANE" '#{pane_tty}' 2>/dev/null)
 	[ -n "$tty" ] && printf '\033]7770;conch;%%s;%%s;%%s\007' "$nonce" "$event" "$name" > "$tty"
@@ -66,6 +84,14 @@ fi
 printf '{}\n'
 exit 0
 `, shellQuote(runDir))
+}
+
+// AnswerFile is where the turn-end hook of the CLI called name keeps the
+// payload of the last turn's hook, written before the turn's marker: a
+// JSON object that holds the CLI's final message (coder.Profile.AnswerKey
+// names its field).
+func AnswerFile(runDir, name string) string {
+	return path.Join(runDir, "answer-"+name+".json")
 }
 
 // shellQuote quotes s as one word for sh.

@@ -52,7 +52,7 @@ func (t *Code) Spec() conch.ToolSpec {
 		Description: fmt.Sprintf("Give a programming task to the coding agent (%s) that works in your computer's /workspace. "+
 			"It keeps its session between tasks, so it remembers earlier ones. Describe the task fully; long tasks are "+
 			"passed through a file. Returns when the agent finished its turn or asks something (then answer with "+
-			"respond_to_agent), with what it showed.", t.O.Profile.Name),
+			"respond_to_agent), with its answer, the files of the workspace it changed and what its screen showed.", t.O.Profile.Name),
 		Parameters: json.RawMessage(`{"type":"object","properties":{` +
 			`"task":{"type":"string","description":"what the coding agent should do"}},` +
 			`"required":["task"],"additionalProperties":false}`),

@@ -74,8 +74,8 @@ func TestChatCodeWithClaude(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(code, "finished its turn") || !strings.Contains(code, wrote) {
-		t.Errorf("code tool result: got %q, want the CLI's finished turn with its answer", code)
+	if !strings.Contains(code, "finished its turn") || !strings.Contains(code, "Its answer:\n"+wrote) || !strings.Contains(code, "hello.txt (created)") {
+		t.Errorf("code tool result: got %q, want the CLI's finished turn with its answer and the file it wrote", code)
 	}
 	if !strings.Contains(check, "hi\nchecked") || strings.Contains(check, "/proc/") || strings.Contains(check, "/workspace/") {
 		t.Errorf("in the sandbox: got %q, want hello.txt written (hi) and the key in no process or file", check)

@@ -135,6 +135,8 @@ type Coder struct {
 	// resumeErr says why the last start could not continue the CLI's
 	// session ("" when it did, or did not try).
 	resumeErr string
+	// files are the workspace's files when the current task began.
+	files fileSet
 }
 
 // New returns a driver of p's CLI for the conversation key, whose
@@ -178,7 +180,7 @@ func (c *Coder) Task(ctx context.Context, task string, progress func(string)) (T
 	if err != nil {
 		return TurnResult{}, err
 	}
-	res, err := c.sendAndWait(ctx, task, progress)
+	res, err := c.sendAndWait(ctx, task, true, progress)
 	res.Started = res.Started || st.started
 	res.Restarted = st.restarted
 	res.Resumed = res.Resumed || st.resumed
@@ -209,7 +211,7 @@ func (c *Coder) Respond(ctx context.Context, text string, progress func(string))
 	if text == "" {
 		res, err = c.waitTurn(ctx, c.seq(), progress)
 	} else {
-		res, err = c.sendAndWait(ctx, text, progress)
+		res, err = c.sendAndWait(ctx, text, false, progress)
 	}
 	res.Elapsed = c.o.Now().Sub(begin)
 	c.interruptIfStopped(ctx, err)

@@ -2,6 +2,7 @@ package coder_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +85,11 @@ func TestCoderTurns(t *testing.T) {
 			t.Errorf("first task: got started=%v hook=%v, want the CLI started and the turn ended by its hook", res.Started, res.Hook)
 		}
 		contains(t, "first task", res.Text, "● Done: say hello, then work 1s")
+		// The final message as the CLI's hook gave it; the CLI's own files
+		// (its session in ~/.fakecli) are not the task's changes.
+		if res.Answer != "Done: say hello, then work 1s" || !res.ChangesListed || len(res.Changes) != 0 {
+			t.Errorf("first task: got answer %q, changes %v (listed %v); want the hook's message and no files changed", res.Answer, res.Changes, res.ChangesListed)
+		}
 		if strings.Contains(res.Text, "╭") || strings.Contains(res.Text, "? for shortcuts") {
 			t.Errorf("first task: decoration left in the text:\n%s", res.Text)
 		}
@@ -162,6 +168,17 @@ func TestCoderAuto(t *testing.T) {
 	res, err := c.Task(ctx, "needs permission to deploy", nil)
 	mustTurn(t, "permission task", res, err, coder.TurnIdle)
 	contains(t, "permission task", res.Text, "permission auto-granted")
+
+	// The files a task changed are told, however the CLI shows them.
+	if _, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c", "echo a > keep.txt"}, Dir: b.Opts.Workspace}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.Task(ctx, "create file notes.txt and clean up", nil)
+	mustTurn(t, "files task", res, err, coder.TurnIdle)
+	if want := []coder.FileChange{{Path: "notes.txt", Kind: coder.Created}}; !res.ChangesListed || !slices.Equal(res.Changes, want) {
+		t.Errorf("files task: got changes %v (listed %v), want %v", res.Changes, res.ChangesListed, want)
+	}
+	contains(t, "files task", res.String(), "Files changed in the workspace: notes.txt (created).")
 
 	// The CLI ends behind the driver's back (C-c in its terminal).
 	s, err := m.AgentSession(ctx, "fakecli", false)

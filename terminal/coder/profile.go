@@ -49,6 +49,18 @@ type Profile struct {
 	// ReadyHook: Files install Setup.ReadyHook as the CLI's session-start
 	// hook, and the driver waits for it before the first task.
 	ReadyHook bool
+	// Answer returns the CLI's final message of a turn from the JSON
+	// payload its turn-end hook was given (the driver returns it as
+	// TurnResult.Answer, exactly as the CLI gave it rather than as its
+	// screen drew it); tail reads the end of a file in the sandbox, for a
+	// payload that only names the CLI's transcript. nil when the hook
+	// carries nothing of the kind; "" when this payload does not.
+	Answer func(payload []byte, tail func(path string) ([]byte, error)) string
+	// Own are the entries of the CLI's home (the workspace: HOME is it in
+	// the sandbox) that the CLI writes as it works (settings, sessions,
+	// logs), shell patterns; they are left out of the files a task
+	// changed.
+	Own []string
 
 	// AutoArgs are appended to the command line in full-auto mode (the
 	// default): the CLI runs commands and edits files without asking and
@@ -170,6 +182,8 @@ func jsonFile(p string, v any) (File, error) {
 func Gemini() Profile {
 	return Profile{
 		Name:          "gemini",
+		Own:           []string{".gemini"},
+		Answer:        geminiAnswer,
 		Command:       "gemini",
 		Env:           []string{"GEMINI_CLI_NO_RELAUNCH=true"},
 		Paste:         true,
@@ -228,6 +242,8 @@ func Gemini() Profile {
 func Claude() Profile {
 	return Profile{
 		Name:     "claude",
+		Own:      []string{".claude", ".claude.json*"},
+		Answer:   answerField("last_assistant_message"),
 		Command:  "claude",
 		Paste:    true,
 		AutoArgs: "--dangerously-skip-permissions",
@@ -292,7 +308,9 @@ const CodexProvider = "conch"
 // built-in provider wants a ChatGPT sign-in.
 func Codex() Profile {
 	return Profile{
-		Name: "codex",
+		Name:   "codex",
+		Own:    []string{".codex"},
+		Answer: answerField("last-assistant-message"),
 		// --no-daemon: without it Codex copies itself (404 MB) into
 		// $CODEX_HOME/packages and starts an app-server daemon and a
 		// pid-update loop that outlive it.
@@ -348,6 +366,8 @@ func Codex() Profile {
 func FakeCLI(bin string, startup time.Duration) Profile {
 	return Profile{
 		Name:       "fakecli",
+		Own:        []string{".fakecli"},
+		Answer:     answerField("last_assistant_message"),
 		Command:    shellQuote(bin),
 		AutoArgs:   "--yolo",
 		ResumeArgs: "--continue",

@@ -120,7 +120,7 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	if !res.Started || !res.Hook {
 		t.Errorf("first task: got started=%v hook=%v, want the CLI started and the turn ended by its own hook", res.Started, res.Hook)
 	}
-	contains(t, "first task", res.Text, wrote)
+	answered(t, "first task", res, wrote, coder.FileChange{Path: "hello.txt", Kind: coder.Created})
 	if data, err := b.SB.ReadFile(ctx, b.WS+"/hello.txt", 1<<10); err != nil || string(data) != "hi" {
 		t.Errorf("hello.txt: got %q, %v; want the CLI's tool call to have written hi", data, err)
 	}
@@ -130,7 +130,7 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	if res.Started {
 		t.Errorf("second task: the CLI was started again, want the same session")
 	}
-	contains(t, "second task", res.Text, recalled)
+	answered(t, "second task", res, recalled)
 	checkHistory(t, "second task", llm, askRecall, askWrite, wrote)
 
 	// The CLI dies (kill -9): the next task finds it gone, starts it
@@ -152,7 +152,7 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	if !res.Started || !res.Restarted || !res.Resumed {
 		t.Errorf("task after the crash: got started=%v restarted=%v resumed=%v (%s), want the CLI started again continuing its session", res.Started, res.Restarted, res.Resumed, res.ResumeError)
 	}
-	contains(t, "task after the crash", res.Text, again)
+	answered(t, "task after the crash", res, again)
 	checkHistory(t, "task after the crash", llm, askAgain, askWrite, askRecall)
 
 	// The key: the upstream got the real one, added on the host; the
@@ -176,6 +176,19 @@ func testRealCLI(t *testing.T, cli realCLI) {
 			t.Logf("%s: refused and audited: %s %s (%s)", p.Name, e.Method, e.Target, e.Reason)
 		}
 	}
+}
+
+// answered checks that the turn ended by the CLI's hook with the answer
+// want, exactly as the CLI gave it, and the files changed.
+func answered(t *testing.T, what string, res coder.TurnResult, want string, changes ...coder.FileChange) {
+	t.Helper()
+	if !res.Hook || res.Answer != want {
+		t.Errorf("%s: got answer %q (hook %v), want %q from the CLI's turn-end hook; screen:\n%s", what, res.Answer, res.Hook, want, res.Text)
+	}
+	if !res.ChangesListed || !slices.Equal(res.Changes, changes) {
+		t.Errorf("%s: got changes %v (listed %v), want %v", what, res.Changes, res.ChangesListed, changes)
+	}
+	contains(t, what, res.String(), "Its answer:\n"+want)
 }
 
 // realCoder is the driver of cli in box, reaching llm (its vendor's fake

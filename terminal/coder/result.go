@@ -28,6 +28,17 @@ type TurnResult struct {
 	// Text is what the agent showed since the input was sent, decoration
 	// left out, long runs elided.
 	Text string
+	// Answer is the agent's final message of the turn as its turn-end
+	// hook gave it (not scraped from the screen); "" when the turn did not
+	// end by the hook or the CLI's hook carries no message.
+	Answer string
+	// Changes are the workspace's files the task created, modified or
+	// deleted since it was given (its own files, caches and version
+	// control left out), by path; ChangesListed is false when they could
+	// not be told (a workspace of more than MaxTrackedFiles files, or a
+	// task given before conch restarted).
+	Changes       []FileChange
+	ChangesListed bool
 	// Started is set when the CLI was (re)started by this call.
 	Started bool
 	// CrashStatus is the CLI's exit status for TurnCrashed.
@@ -79,9 +90,61 @@ func (r TurnResult) String() string {
 	if r.IPCFile != "" {
 		fmt.Fprintf(&b, " (The task was long, so it was written to %s.)", r.IPCFile)
 	}
-	if r.Text != "" {
+	if r.Answer != "" {
+		b.WriteString("\nIts answer:\n")
+		b.WriteString(r.Answer)
+	}
+	if r.ChangesListed {
 		b.WriteString("\n")
-		b.WriteString(r.Text)
+		b.WriteString(changesLine(r.Changes))
+	}
+	if text := r.screenBesidesAnswer(); text != "" {
+		if r.Answer != "" {
+			b.WriteString("\nIts screen since the task:")
+		}
+		b.WriteString("\n")
+		b.WriteString(text)
 	}
 	return b.String()
+}
+
+// maxListedChanges is how many changed files String names.
+const maxListedChanges = 40
+
+// changesLine tells the files a task changed.
+func changesLine(changes []FileChange) string {
+	if len(changes) == 0 {
+		return "Files changed in the workspace: none."
+	}
+	var b strings.Builder
+	b.WriteString("Files changed in the workspace:")
+	for i, ch := range changes {
+		if i == maxListedChanges {
+			fmt.Fprintf(&b, " and %d more", len(changes)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %s (%s)", ch.Path, ch.Kind)
+	}
+	b.WriteString(".")
+	return b.String()
+}
+
+// screenBesidesAnswer is Text without the lines that only repeat the
+// answer (the CLI drew its final message on the screen too).
+func (r TurnResult) screenBesidesAnswer() string {
+	if r.Answer == "" {
+		return r.Text
+	}
+	var out []string
+	for _, l := range strings.Split(r.Text, "\n") {
+		t := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "✦⏺•●─│ "))
+		if len(t) >= 3 && strings.Contains(r.Answer, t) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.TrimSpace(strings.Join(out, "\n"))
 }

@@ -15,9 +15,13 @@ import (
 )
 
 // sendAndWait types text (through a file when long), presses Enter until
-// the CLI takes it, and waits for the turn.
-func (c *Coder) sendAndWait(ctx context.Context, text string, progress func(string)) (TurnResult, error) {
+// the CLI takes it, and waits for the turn. newTask: text is a task (not
+// an answer to the CLI), so the files it changes are counted from now.
+func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, progress func(string)) (TurnResult, error) {
 	var res TurnResult
+	if err := c.beginTurn(ctx, newTask); err != nil {
+		return res, err
+	}
 	if len(text) > c.o.IPCThreshold || strings.ContainsAny(text, "\n\r") {
 		file, err := c.writeTask(ctx, text)
 		if err != nil {
@@ -143,6 +147,9 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 		return res, err
 	}
 	res.Text = c.redact(terminal.Elide(c.clean(lines), 60, 20, 30))
+	if err := c.endTurn(ctx, &res); err != nil {
+		return res, err
+	}
 	if res.State == TurnCrashed {
 		c.running = false
 		screen := res.Text

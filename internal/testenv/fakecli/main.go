@@ -18,6 +18,10 @@
 //   - every task is recorded in $HOME/.fakecli/session; --continue loads
 //     it (and fails, status 1, when there is none), and a task containing
 //     "what did I ask" lists the earlier tasks of the session;
+//   - a task containing "create file NAME" writes NAME in its working
+//     directory;
+//   - a turn-end hook gets {"last_assistant_message": "Done: <task>"} on
+//     its standard input, as Claude Code's Stop hook does;
 //   - a task containing "spawn helper" leaves a helper process (sleep)
 //     running in a session of its own, as the real CLIs' daemons do.
 //
@@ -231,6 +235,7 @@ func (a *app) readRune(c byte) string {
 }
 
 var ipcPath = regexp.MustCompile(`/\S*\.ipc/\S+`)
+var createFile = regexp.MustCompile(`create file ([\w.-]+)`)
 var workFor = regexp.MustCompile(`work (\d+(?:\.\d+)?)s`)
 
 // turn works on one task; it reports an exit code when the program ends.
@@ -287,6 +292,11 @@ func (a *app) turn(task string) (int, bool) {
 	if strings.Contains(task, "what did I ask") {
 		a.transcript = append(a.transcript, fmt.Sprintf("Earlier you asked: %s", strings.Join(prev, " | ")))
 	}
+	if m := createFile.FindStringSubmatch(task); m != nil {
+		if err := os.WriteFile(m[1], []byte("written by fakecli\n"), 0o644); err != nil {
+			a.transcript = append(a.transcript, "cannot create "+m[1]+": "+err.Error())
+		}
+	}
 	if strings.Contains(task, "spawn helper") {
 		helper := exec.Command("setsid", "sleep", "1000")
 		if err := helper.Start(); err == nil {
@@ -307,7 +317,8 @@ func (a *app) turn(task string) (int, bool) {
 	a.draw()
 	if a.set.Hooks.Stop != "" {
 		cmd := exec.Command("sh", "-c", a.set.Hooks.Stop)
-		cmd.Stdin = strings.NewReader(`{"hook_event_name":"Stop"}`)
+		payload, _ := json.Marshal(map[string]string{"hook_event_name": "Stop", "last_assistant_message": "Done: " + task})
+		cmd.Stdin = strings.NewReader(string(payload))
 		_ = cmd.Run()
 	}
 	return 0, false

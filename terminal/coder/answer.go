@@ -1,0 +1,233 @@
+package coder
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"conch"
+	"conch/terminal"
+)
+
+// MaxTrackedFiles is how many files of the workspace a task's changes are
+// tracked over; in a larger workspace they are not listed.
+const MaxTrackedFiles = 20000
+
+// ChangeKind is what happened to a file during a task.
+type ChangeKind string
+
+// Change kinds.
+const (
+	Created  ChangeKind = "created"
+	Modified ChangeKind = "modified"
+	Deleted  ChangeKind = "deleted"
+)
+
+// FileChange is a file of the workspace the task created, modified or
+// deleted; Path is relative to the workspace.
+type FileChange struct {
+	Path string
+	Kind ChangeKind
+}
+
+// untracked are the parts of the workspace whose changes are not a
+// task's work, besides the CLI's own (Profile.Own): conch's files,
+// caches, version control and dependencies.
+var untracked = []string{"./.conch", "./.ipc", "./.cache", "./.npm", "./.local", "./.config", "*/.git", "*/node_modules", "*/__pycache__"}
+
+// pruned returns find's expression for what is not tracked.
+func (c *Coder) pruned() string {
+	paths := slices.Clone(untracked)
+	for _, own := range c.p.Own {
+		paths = append(paths, "./"+own)
+	}
+	expr := make([]string, len(paths))
+	for i, p := range paths {
+		expr[i] = "-path " + shellQuote(p)
+	}
+	return strings.Join(expr, " -o ")
+}
+
+// fileSet is the workspace's files when a task began: path → modification
+// time and size. complete is false when there were more than
+// MaxTrackedFiles, or they could not be listed.
+type fileSet struct {
+	stamps   map[string]string
+	complete bool
+}
+
+// beginTurn clears the previous turn's answer, so the one read at the
+// end of this turn is its own, and, for a new task, records the
+// workspace's files, to tell at the end what the task changed. One call
+// into the sandbox does both.
+func (c *Coder) beginTurn(ctx context.Context, newTask bool) error {
+	files, err := c.sandboxFiles(ctx, true, newTask)
+	if err != nil {
+		return err
+	}
+	if newTask {
+		c.files = files
+	}
+	return nil
+}
+
+// endTurn fills in the CLI's final message, as its turn-end hook gave it,
+// and the files changed since the task began (across Respond calls).
+func (c *Coder) endTurn(ctx context.Context, res *TurnResult) error {
+	if res.Hook && c.p.Answer != nil {
+		if payload, err := c.sb.ReadFile(ctx, c.answerFile(), 4<<20); err == nil {
+			res.Answer = c.redact(c.p.Answer(payload, func(file string) ([]byte, error) { return c.tail(ctx, file) }))
+		}
+	}
+	if !c.files.complete {
+		return nil
+	}
+	after, err := c.sandboxFiles(ctx, false, true)
+	if err != nil {
+		return err
+	}
+	res.Changes, res.ChangesListed = diffFiles(c.files, after)
+	return nil
+}
+
+// maxTail is how much of the end of a CLI's transcript is read for its
+// answer.
+const maxTail = 4 << 20
+
+// tail returns the last maxTail bytes of a file in the sandbox.
+func (c *Coder) tail(ctx context.Context, file string) ([]byte, error) {
+	r, err := c.sb.Exec(ctx, conch.ExecRequest{Argv: []string{"tail", "-c", strconv.Itoa(maxTail), "--", file}, Timeout: 30 * time.Second, OutputLimit: maxTail})
+	switch {
+	case err != nil:
+		return nil, err
+	case r.ExitCode != 0:
+		return nil, fmt.Errorf("tail %s: exit %d: %s", file, r.ExitCode, terminal.Elide(strings.Split(string(r.Output), "\n"), 3, 1, 1))
+	}
+	return r.Output, nil
+}
+
+// sandboxFiles removes the answer file (with clear) and lists the
+// workspace's files (with scan).
+func (c *Coder) sandboxFiles(ctx context.Context, clear, scan bool) (fileSet, error) {
+	script := `[ "$1" = 1 ] && rm -f -- "$2"; [ "$3" = 1 ] || exit 0; cd "$4" || exit 3; ` +
+		`find . -mindepth 1 \( ` + c.pruned() + ` \) -prune -o -type f -printf '%P\t%T@\t%s\n' 2>/dev/null | head -n ` +
+		strconv.Itoa(MaxTrackedFiles+1)
+	r, err := c.sb.Exec(ctx, conch.ExecRequest{
+		Argv:        []string{"sh", "-c", script, "sh", flag(clear), c.answerFile(), flag(scan), c.s.Workspace()},
+		Timeout:     time.Minute,
+		OutputLimit: (MaxTrackedFiles + 1) * 512,
+	})
+	if err != nil {
+		return fileSet{}, fmt.Errorf("coding agent: list the workspace's files: %w", err)
+	}
+	if !scan {
+		return fileSet{}, nil
+	}
+	return parseFiles(string(r.Output), r.ExitCode == 0 && !r.Truncated), nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (c *Coder) answerFile() string { return terminal.AnswerFile(c.s.RunDir(), c.p.Name) }
+
+// answerField is a Profile.Answer for a CLI whose hook payload holds the
+// final message in the string field key (Claude Code's Stop hook, Codex's
+// notify).
+func answerField(key string) func([]byte, func(string) ([]byte, error)) string {
+	return func(payload []byte, _ func(string) ([]byte, error)) string {
+		var fields map[string]any
+		if json.Unmarshal(payload, &fields) != nil {
+			return ""
+		}
+		s, _ := fields[key].(string)
+		return strings.TrimSpace(s)
+	}
+}
+
+// geminiAnswer is Gemini CLI's Profile.Answer. Its AfterAgent payload's
+// prompt_response joins the streamed pieces of the answer with spaces
+// (words come out split and doubled), so the message is taken from the
+// session transcript the payload names (transcript_path): JSON lines,
+// each message as a record written before the hook runs, and written
+// again whole when it changes; the last "gemini" record with text is the
+// final message.
+func geminiAnswer(payload []byte, tail func(string) ([]byte, error)) string {
+	var hook struct {
+		Transcript string `json:"transcript_path"`
+	}
+	if json.Unmarshal(payload, &hook) != nil || hook.Transcript == "" {
+		return ""
+	}
+	data, err := tail(hook.Transcript)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(string(data), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var rec struct {
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal([]byte(lines[i]), &rec) != nil || rec.Type != "gemini" {
+			continue
+		}
+		var text string
+		if json.Unmarshal(rec.Content, &text) == nil && strings.TrimSpace(text) != "" {
+			return strings.TrimSpace(text)
+		}
+	}
+	return ""
+}
+
+// parseFiles reads find's "path\tmtime\tsize" lines.
+func parseFiles(out string, ok bool) fileSet {
+	fs := fileSet{stamps: map[string]string{}, complete: ok}
+	for line := range strings.SplitSeq(out, "\n") {
+		i := strings.LastIndexByte(line, '\t')
+		if i < 0 {
+			continue
+		}
+		j := strings.LastIndexByte(line[:i], '\t')
+		if j <= 0 {
+			continue
+		}
+		fs.stamps[line[:j]] = line[j+1:]
+	}
+	if len(fs.stamps) > MaxTrackedFiles {
+		fs.complete = false
+	}
+	return fs
+}
+
+// diffFiles returns what changed from before to after, by path; listed is
+// false when either side is incomplete.
+func diffFiles(before, after fileSet) (changes []FileChange, listed bool) {
+	if !before.complete || !after.complete {
+		return nil, false
+	}
+	for p, st := range after.stamps {
+		old, ok := before.stamps[p]
+		switch {
+		case !ok:
+			changes = append(changes, FileChange{p, Created})
+		case old != st:
+			changes = append(changes, FileChange{p, Modified})
+		}
+	}
+	for p := range before.stamps {
+		if _, ok := after.stamps[p]; !ok {
+			changes = append(changes, FileChange{p, Deleted})
+		}
+	}
+	slices.SortFunc(changes, func(a, b FileChange) int { return strings.Compare(a.Path, b.Path) })
+	return changes, true
+}

@@ -1,0 +1,110 @@
+package coder
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestAnswer: the final message comes from each CLI's own hook payload,
+// Gemini CLI's from the transcript its payload names.
+func TestAnswer(t *testing.T) {
+	transcript := strings.Join([]string{
+		`{"sessionId":"s1","projectHash":"p","startTime":"2026-11-23T10:00:00Z"}`,
+		`{"id":"u1","type":"user","content":[{"text":"What did I ask you before?"}]}`,
+		`{"id":"g1","type":"gemini","content":"","toolCalls":[{"name":"run_shell_command"}]}`,
+		`{"id":"g2","type":"gemini","content":"Before, you asked me"}`,
+		`{"id":"g2","type":"gemini","content":"Before, you asked me to create hello.txt.\n"}`,
+		`{"$set":{"lastUpdated":"2026-11-23T10:00:01Z"}}`,
+		``,
+	}, "\n")
+	files := map[string]string{
+		"/workspace/.gemini/tmp/workspace/chats/session-1.jsonl": transcript,
+		"/workspace/.gemini/tmp/workspace/chats/cut.jsonl":       `cut": "half a record"}` + "\n" + `{"id":"u1","type":"user","content":"hi"}`,
+	}
+	tail := func(path string) ([]byte, error) {
+		if data, ok := files[path]; ok {
+			return []byte(data), nil
+		}
+		return nil, fmt.Errorf("tail %s: no such file", path)
+	}
+	for _, tc := range []struct {
+		name    string
+		p       Profile
+		payload string
+		want    string
+	}{
+		{"claude", Claude(), `{"hook_event_name":"Stop","stop_hook_active":false,"last_assistant_message":"I created hello.txt.\n"}`, "I created hello.txt."},
+		{"codex", Codex(), `{"type":"agent-turn-complete","turn-id":"1","input-messages":["hi"],"last-assistant-message":"Done."}`, "Done."},
+		{"gemini", Gemini(), `{"hook_event_name":"AfterAgent","transcript_path":"/workspace/.gemini/tmp/workspace/chats/session-1.jsonl","prompt_response":"Before,  you  asked"}`, "Before, you asked me to create hello.txt."},
+		{"gemini without a model message", Gemini(), `{"transcript_path":"/workspace/.gemini/tmp/workspace/chats/cut.jsonl"}`, ""},
+		{"gemini, transcript gone", Gemini(), `{"transcript_path":"/nowhere.jsonl","prompt_response":"x"}`, ""},
+		{"gemini, no transcript", Gemini(), `{"prompt_response":"x"}`, ""},
+		{"missing", Claude(), `{"hook_event_name":"Stop"}`, ""},
+		{"not a string", Claude(), `{"last_assistant_message":{"text":"x"}}`, ""},
+		{"not JSON", Claude(), `last_assistant_message: hi`, ""},
+		{"empty", Codex(), ``, ""},
+	} {
+		if got := tc.p.Answer([]byte(tc.payload), tail); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDiffFiles: created, modified (time or size) and deleted files, by
+// path; nothing is claimed when a side is incomplete.
+func TestDiffFiles(t *testing.T) {
+	before := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t100.5\t3\ngone.md\t99.0\t1\nweird\tname\t100.0\t2\n", true)
+	after := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t101.0\t3\nnew.txt\t102.0\t0\nweird\tname\t100.0\t4\nnot a line\n", true)
+	got, listed := diffFiles(before, after)
+	want := []FileChange{{"gone.md", Deleted}, {"new.txt", Created}, {"sub dir/b.txt", Modified}, {"weird\tname", Modified}}
+	if !listed || !slices.Equal(got, want) {
+		t.Errorf("got %v (listed %v), want %v", got, listed, want)
+	}
+	if got, listed := diffFiles(fileSet{}, after); listed || got != nil {
+		t.Errorf("unknown start: got %v (listed %v), want nothing listed", got, listed)
+	}
+	var many strings.Builder
+	for i := range MaxTrackedFiles + 1 {
+		fmt.Fprintf(&many, "f%d\t1.0\t1\n", i)
+	}
+	if fs := parseFiles(many.String(), true); fs.complete {
+		t.Errorf("%d files: got a complete set, want it marked incomplete", MaxTrackedFiles+1)
+	}
+}
+
+// TestTurnResultString: the model reads the answer once (the screen's copy
+// of it left out), the changed files, and the rest of the screen.
+func TestTurnResultString(t *testing.T) {
+	r := TurnResult{
+		State:         TurnIdle,
+		Hook:          true,
+		Answer:        "I created hello.txt with the text hi.\nIt is in the workspace.",
+		Text:          "> Create hello.txt\n✓  Shell printf hi > hello.txt\n✦ I created hello.txt with the text hi.\n  It is in the workspace.",
+		Changes:       []FileChange{{"hello.txt", Created}, {"old.txt", Deleted}},
+		ChangesListed: true,
+	}
+	want := "The coding agent finished its turn.\nIts answer:\nI created hello.txt with the text hi.\nIt is in the workspace.\n" +
+		"Files changed in the workspace: hello.txt (created), old.txt (deleted).\n" +
+		"Its screen since the task:\n> Create hello.txt\n✓  Shell printf hi > hello.txt"
+	if got := r.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+
+	r = TurnResult{State: TurnIdle, Text: "● Done", ChangesListed: true}
+	if got, want := r.String(), "The coding agent finished its turn.\nFiles changed in the workspace: none.\n● Done"; got != want {
+		t.Errorf("no answer, no changes: got\n%s\nwant\n%s", got, want)
+	}
+	r = TurnResult{State: TurnIdle, Text: "● Done"}
+	if got := r.String(); strings.Contains(got, "Files changed") {
+		t.Errorf("changes unknown: got %q, want no claim about files", got)
+	}
+	for i := range maxListedChanges + 5 {
+		r.Changes = append(r.Changes, FileChange{fmt.Sprintf("f%02d", i), Created})
+	}
+	r.ChangesListed = true
+	if got := r.String(); !strings.Contains(got, "f39 (created) and 5 more.") || strings.Contains(got, "f40") {
+		t.Errorf("many changes: got %q, want the first %d and a count", got, maxListedChanges)
+	}
+}
