@@ -140,9 +140,10 @@ func (e *engineOps) attach(ctx context.Context, opts client.ExecCreateOptions) (
 }
 
 // exitCode waits for the engine to record the exec's end. The stream ends
-// when the process does, but the engine may report it running a moment longer.
+// when the process does, but the engine may report it running a moment
+// longer (seconds, on a loaded machine with Podman's conmon).
 func (e *engineOps) exitCode(ctx context.Context, execID string) (int, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	wait := time.Millisecond
 	for {
@@ -283,13 +284,7 @@ func (e *engineOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.Exec
 		if ctx.Err() == nil {
 			stopped = conch.StoppedTimeout
 		}
-		select {
-		case pid := <-pids.pid:
-			e.kill(ctx, pid)
-		default:
-		}
-		hr.Close()
-		err = <-copied
+		err = e.stop(ctx, pids, copied, hr)
 	}
 	dur := time.Since(start)
 	if err != nil && stopped == "" {
@@ -308,6 +303,28 @@ func (e *engineOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.Exec
 	}
 	return res, nil
 }
+
+// stop ends a program whose time ran out and returns how its output
+// ended. Its process group is killed once the trampoline has told its pid,
+// which under load can come after a short deadline; a program that ends
+// meanwhile is left alone.
+func (e *engineOps) stop(ctx context.Context, pids *pidStripper, copied <-chan error, hr client.HijackedResponse) error {
+	t := time.NewTimer(pidWait)
+	defer t.Stop()
+	select {
+	case pid := <-pids.pid:
+		e.kill(ctx, pid)
+	case err := <-copied:
+		return err
+	case <-t.C:
+	}
+	hr.Close()
+	return <-copied
+}
+
+// pidWait bounds how long stop waits for the pid of a program that ran
+// out of time before it gives up killing it.
+const pidWait = 15 * time.Second
 
 // kill stops the process group of pid with a second exec.
 func (e *engineOps) kill(ctx context.Context, pid int) {
