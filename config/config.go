@@ -367,6 +367,10 @@ func (c *Config) Validate() error {
 	default:
 		add("coder.approvals", fmt.Sprintf("unknown approval mode %q", c.Coder.Approvals), "use auto (the CLI's full-auto mode inside the sandbox) or ask (its permission prompts go to the model)")
 	}
+	if c.Coder.Agent == "codex" && c.Coder.Approvals == "ask" {
+		add("coder.approvals", "Codex cannot ask before its commands in conch's sandbox: it asks only together with its own sandbox (bubblewrap), which cannot run inside the hardened container, so every command would fail without a question",
+			"use approvals = auto with Codex (the container is the boundary), or claude or gemini to keep the permission prompts")
+	}
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
 	ps = append(ps, c.Telegram.validate()...)

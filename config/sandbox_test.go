@@ -168,3 +168,30 @@ func TestCoderSandbox(t *testing.T) {
 		t.Fatalf("coder with a profile: got %+v, %v; want the profile's 4g", p, err)
 	}
 }
+
+// TestCoderApprovals: ask mode is refused for Codex, which cannot ask in
+// conch's sandbox, with the key and the way out named.
+func TestCoderApprovals(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		agent, approvals, wantErr string
+	}{
+		{"codex", "auto", ""},
+		{"claude", "ask", ""},
+		{"gemini", "ask", ""},
+		{"codex", "ask", "coder.approvals: Codex cannot ask"},
+		{"claude", "sometimes", `coder.approvals: unknown approval mode "sometimes"`},
+	} {
+		c, err := Load("", []string{"XDG_CONFIG_HOME=" + dir, "HOME=" + dir, "CONCH_MODEL_PROVIDER=openai", "CONCH_MODEL=gpt-test", "CONCH_MODEL_API_KEY=k",
+			"CONCH_CODER_AGENT=" + tc.agent, "CONCH_CODER_API_KEY=k", "CONCH_CODER_APPROVALS=" + tc.approvals})
+		if err == nil {
+			err = c.Validate()
+		}
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s/%s: %v", tc.agent, tc.approvals, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s/%s: got %v, want an error with %q", tc.agent, tc.approvals, err, tc.wantErr)
+		}
+	}
+}

@@ -197,6 +197,22 @@ func TestCoderAuto(t *testing.T) {
 	contains(t, "after the CLI ended", res.Text, "Earlier you asked: ")
 }
 
+// TestCoderLostInput: a task the CLI dropped without showing it (it was
+// not ready after all) is typed again once its screen stays quiet, and
+// taken once.
+func TestCoderLostInput(t *testing.T) {
+	b := terminaltest.Host(t)
+	ctx := ctxT(t)
+	m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+	t.Cleanup(m.Detach)
+	c := newCoder(t, b, m, nil, coder.Options{Env: []string{"FAKECLI_LOSE_FIRST_INPUT=1"}})
+	res, err := c.Task(ctx, "say hello once", nil)
+	mustTurn(t, "lost task", res, err, coder.TurnIdle)
+	if res.Answer != "Done: say hello once" {
+		t.Errorf("lost task: got answer %q, want the task taken once, as sent", res.Answer)
+	}
+}
+
 // TestCoderStop: a /stop of the turn interrupts the CLI's work; a shutdown
 // (another cause) leaves it working.
 func TestCoderStop(t *testing.T) {

@@ -33,6 +33,10 @@ type Profile struct {
 	Asking []string
 	// Ready are screen texts of the idle input box.
 	Ready []string
+	// Empty are screen texts shown only while the input box is empty (its
+	// placeholder): typed text that never showed up is sent again only
+	// while one is on the screen. Without them, a quiet screen decides.
+	Empty []string
 	// Chrome are texts of lines that are decoration (footer, hints); they
 	// are left out of what the model reads.
 	Chrome []string
@@ -70,6 +74,10 @@ type Profile struct {
 	// keeps its permission prompts, which the driver routes to
 	// respond_to_agent.
 	AskArgs string
+	// NoAsk, when set, says why the CLI cannot keep its permission prompts
+	// in conch's sandbox: a driver in ask mode refuses to start it rather
+	// than run it without them.
+	NoAsk string
 	// Env is added to the CLI's environment in both modes (KEY=value).
 	Env []string
 	// ResumeArgs, inserted after Command, make the CLI continue the most
@@ -227,10 +235,13 @@ func Gemini() Profile {
 		// "● 1. Allow once") waits. Text pasted while it still initializes
 		// ("Initializing... Prompts will be queued.", a line that stays in
 		// the transcript) may arrive before it switches on bracketed paste
-		// and be typed instead, losing a "?".
-		Busy:   []string{"esc to cancel", "Esc to cancel"},
+		// and be typed instead, losing a "?". While it loads a resumed
+		// session ("Resuming session...") its input is off: text sent then
+		// is dropped.
+		Busy:   []string{"esc to cancel", "Esc to cancel", "Resuming session..."},
 		Asking: []string{"Allow execution", "Apply this change?", "Do you want to proceed?", "● 1. Yes, allow once", "● 1. Allow once"},
 		Ready:  []string{"Type your message"},
+		Empty:  []string{"Type your message"},
 		Chrome: []string{"Type your message", "Executing Hook", "YOLO Ctrl+Y", "no sandbox", "context left", "? for shortcuts", "Shift+Tab to accept edits", "workspace (/directory)"},
 	}
 }
@@ -247,6 +258,9 @@ func Claude() Profile {
 		Command:  "claude",
 		Paste:    true,
 		AutoArgs: "--dangerously-skip-permissions",
+		// Without a mode it starts in "auto mode" (a classifier approves
+		// what it deems safe), which asks for little; ask means asking.
+		AskArgs: "--permission-mode default",
 		Env: []string{"IS_SANDBOX=1", "DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 			"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1"},
 		ResumeArgs:    "--continue",
@@ -318,10 +332,11 @@ func Codex() Profile {
 		APIKeyEnv: "OPENAI_API_KEY",
 		Paste:     true,
 		AutoArgs:  "--dangerously-bypass-approvals-and-sandbox",
-		// Codex's own interactive preset: edits in the workspace without
-		// asking, a prompt when the model asks to leave its sandbox (which
-		// needs the bundled bubblewrap to work in the container).
-		AskArgs:       "--ask-for-approval on-request --sandbox workspace-write",
+		// 0.169 asks (--ask-for-approval on-request; "untrusted" is gone)
+		// only within its own sandbox, whose bubblewrap cannot create
+		// namespaces in the hardened container: every command failed with
+		// "No permissions to create a new namespace", and nothing asked.
+		NoAsk:         "Codex asks before its commands only together with its own sandbox (bubblewrap), which cannot run inside conch's hardened container",
 		ResumeArgs:    "resume --last",
 		InterruptKeys: []string{"Escape"},
 		ReadyPaste:    true,
@@ -355,6 +370,7 @@ func Codex() Profile {
 		Busy:   []string{"esc to interrupt", "Esc to interrupt"},
 		Asking: []string{"Allow command?", "Would you like to run the following command?", "Yes, proceed", "› 1. Yes"},
 		Ready:  []string{"? for shortcuts", "Ask Codex to do anything"},
+		Empty:  []string{"Ask Codex to do anything"},
 		Chrome: []string{"? for shortcuts", "← for agents", "Ask Codex to do anything", "context left"},
 		Settle: 5 * time.Second,
 	}

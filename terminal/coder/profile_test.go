@@ -142,8 +142,8 @@ func TestCommandLines(t *testing.T) {
 		p                 Profile
 		auto, resume, ask string
 	}{
-		{Claude(), "claude --dangerously-skip-permissions", "claude --continue --dangerously-skip-permissions", "claude"},
-		{Codex(), "codex --no-daemon --dangerously-bypass-approvals-and-sandbox", "codex --no-daemon resume --last --dangerously-bypass-approvals-and-sandbox", "codex --no-daemon --ask-for-approval on-request --sandbox workspace-write"},
+		{Claude(), "claude --dangerously-skip-permissions", "claude --continue --dangerously-skip-permissions", "claude --permission-mode default"},
+		{Codex(), "codex --no-daemon --dangerously-bypass-approvals-and-sandbox", "codex --no-daemon resume --last --dangerously-bypass-approvals-and-sandbox", "codex --no-daemon"},
 		{Gemini(), "gemini --yolo", "gemini --resume latest --yolo", "gemini"},
 	} {
 		if got := tc.p.CommandLine(true, false); got != tc.auto {

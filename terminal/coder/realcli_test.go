@@ -2,6 +2,7 @@ package coder_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -110,7 +111,7 @@ func testRealCLI(t *testing.T, cli realCLI) {
 		case audit <- e:
 		default:
 		}
-	})
+	}, false)
 	p := cli.profile
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -178,6 +179,64 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	}
 }
 
+// TestRealCLIsAsk: with coder.approvals = ask each real CLI keeps its
+// permission prompt: the command that writes the file waits, the driver
+// tells the model that the CLI asks (its Asking markers, checked here
+// against the real screens), and the answer given with Respond lets it go
+// on.
+func TestRealCLIsAsk(t *testing.T) {
+	for _, cli := range realCLIs() {
+		t.Run(cli.profile.Name, func(t *testing.T) { testRealCLIAsk(t, cli) })
+	}
+}
+
+func testRealCLIAsk(t *testing.T, cli realCLI) {
+	b := terminaltest.ContainerWith(t, terminaltest.Options{Agents: []string{"claude", "codex", "gemini"}})
+	llm := fakellm.New(t)
+	llm.Handle(func(r fakellm.Request) fakellm.Reply {
+		if r.JSONSchema != nil {
+			return fakellm.Text(`{"complexity_reasoning":"a small task","complexity_score":10}`)
+		}
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case strings.Contains(last.Text, "single-line task title"):
+			return fakellm.Text("Write hello.txt")
+		case len(last.ToolResults) > 0 || last.Role == "tool":
+			return fakellm.Text(wrote)
+		}
+		return cli.write
+	})
+	c, _ := realCoder(t, b, cli, llm, nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if cli.profile.NoAsk != "" {
+		// Codex: refused, never run without the prompts that were asked for.
+		var ae *coder.AgentError
+		if _, err := c.Task(ctx, askWrite, nil); !errors.As(err, &ae) || !strings.Contains(ae.Msg, "approvals = ask") {
+			t.Fatalf("ask mode: got %v, want the driver to refuse it, saying why", err)
+		}
+		if len(llm.Requests()) != 0 {
+			t.Errorf("ask mode: the CLI reached its API, want it never started")
+		}
+		return
+	}
+
+	res, err := c.Task(ctx, askWrite, nil)
+	mustTurn(t, "task", res, err, coder.TurnAsking)
+	if _, err := b.SB.ReadFile(ctx, b.WS+"/hello.txt", 16); err == nil {
+		t.Errorf("hello.txt was written before the permission was given")
+	}
+	contains(t, "task", res.String(), "The coding agent is asking something")
+	t.Logf("%s asks:\n%s", cli.profile.Name, res.Text)
+
+	res, err = c.Respond(ctx, "1", nil)
+	mustTurn(t, "answer", res, err, coder.TurnIdle)
+	answered(t, "answer", res, wrote, coder.FileChange{Path: "hello.txt", Kind: coder.Created})
+	if data, err := b.SB.ReadFile(ctx, b.WS+"/hello.txt", 16); err != nil || string(data) != "hi" {
+		t.Errorf("hello.txt after the permission: got %q, %v; want hi", data, err)
+	}
+}
+
 // answered checks that the turn ended by the CLI's hook with the answer
 // want, exactly as the CLI gave it, and the files changed.
 func answered(t *testing.T, what string, res coder.TurnResult, want string, changes ...coder.FileChange) {
@@ -194,7 +253,7 @@ func answered(t *testing.T, what string, res coder.TurnResult, want string, chan
 // realCoder is the driver of cli in box, reaching llm (its vendor's fake
 // API) through an Injector that holds realKey, on the fixed bridge port;
 // audit, if set, hears of every request the Injector took or refused.
-func realCoder(tb testing.TB, box *box, cli realCLI, llm *fakellm.Server, audit func(egress.Event)) (*coder.Coder, *terminal.Manager) {
+func realCoder(tb testing.TB, box *box, cli realCLI, llm *fakellm.Server, audit func(egress.Event), ask bool) (*coder.Coder, *terminal.Manager) {
 	tb.Helper()
 	in, err := egress.NewInjector(egress.InjectorOptions{Vendor: cli.vendor, Key: realKey, BaseURL: llm.BaseURL(cli.provider), OnRequest: audit})
 	if err != nil {
@@ -211,6 +270,7 @@ func realCoder(tb testing.TB, box *box, cli realCLI, llm *fakellm.Server, audit 
 		TurnTimeout:  3 * time.Minute,
 		APIKey:       egress.PlaceholderKey,
 		Env:          cliEnv(p),
+		Ask:          ask,
 		Route: func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
 			origin, err := bridges.URL(ctx, key, sb)
 			if err != nil {
@@ -330,7 +390,7 @@ func benchRealCLI(b *testing.B, cli realCLI) {
 		mu.Unlock()
 		return fakellm.Text("ok")
 	})
-	c, m := realCoder(b, box, cli, llm, nil)
+	c, m := realCoder(b, box, cli, llm, nil, false)
 	p := cli.profile
 	ctx := context.Background()
 	if res, err := c.Task(ctx, "Say ok once to warm up.", nil); err != nil || res.State != coder.TurnIdle {

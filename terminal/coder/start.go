@@ -34,6 +34,9 @@ func (c *Coder) home(ctx context.Context) (string, error) {
 // its last session), then waits until it takes input. It reports whether
 // the CLI resumed its session: when it cannot, it starts afresh.
 func (c *Coder) startCLI(ctx context.Context, resume bool) (resumed bool, err error) {
+	if c.o.Ask && c.p.NoAsk != "" {
+		return false, &AgentError{fmt.Sprintf("the coding agent (%s) cannot run with approvals = ask: %s; use approvals = auto", c.p.Name, c.p.NoAsk)}
+	}
 	resume = resume && c.p.ResumeArgs != ""
 	if err := c.toShell(ctx); err != nil {
 		return false, err

@@ -42,6 +42,9 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, prog
 	if err := input(ctx, text); err != nil {
 		return res, fmt.Errorf("coding agent: type: %w", err)
 	}
+	if err := c.awaitShown(ctx, text, func() error { return input(ctx, text) }); err != nil {
+		return res, err
+	}
 	if err := backoff.Sleep(ctx, c.p.enterDelay()); err != nil {
 		return res, err
 	}
@@ -66,23 +69,73 @@ func (c *Coder) writeTask(ctx context.Context, text string) (string, error) {
 	return file, nil
 }
 
+// probeOf is the part of text looked for in the input box.
+func probeOf(text string) string {
+	if r := []rune(text); len(r) > 24 {
+		return string(r[:24])
+	}
+	return text
+}
+
+// inInput reports whether the input box, at the foot of screen, shows
+// probe.
+func inInput(screen []string, probe string) bool {
+	return strings.Contains(strings.Join(tailLines(screen, 6), "\n"), probe)
+}
+
+// Typed text lost: when the screen stays quiet this long after the text
+// was sent without showing it (and shows the empty input box, for a CLI
+// with Profile.Empty markers), the CLI dropped it and it is sent again, up
+// to maxResends times.
+const (
+	lostQuiet  = 1500 * time.Millisecond
+	maxResends = 2
+)
+
+// awaitShown waits for the typed text to show in the input box: its
+// disappearance can only mean the CLI took it once it was there, and under
+// load the screen may not show it yet. A CLI that was not ready after all
+// (Gemini CLI still loading a resumed session, which draws nothing new)
+// drops it; then resend sends it again.
+func (c *Coder) awaitShown(ctx context.Context, text string, resend func() error) error {
+	probe := probeOf(text)
+	for resends := 0; ; resends++ {
+		sent := c.o.Now()
+		lost := false
+		wctx, cancel := context.WithTimeout(ctx, lostQuiet+2*time.Second)
+		err := c.watch(wctx, func(screen []string, s snap) (bool, time.Time, error) {
+			if inInput(screen, probe) {
+				return true, time.Time{}, nil
+			}
+			since := s.LastOutput
+			if since.Before(sent) {
+				since = sent
+			}
+			if c.o.Now().Sub(since) < lostQuiet || hasAny(screen, c.p.Busy) {
+				return false, since.Add(lostQuiet), nil
+			}
+			lost = len(c.p.Empty) == 0 || hasAny(screen, c.p.Empty)
+			return true, time.Time{}, nil
+		})
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !errors.Is(err, context.DeadlineExceeded):
+			return err
+		case !lost || resends == maxResends:
+			return nil // shown, or not known to be lost: Enter tells
+		}
+		if err := resend(); err != nil {
+			return fmt.Errorf("coding agent: type again: %w", err)
+		}
+	}
+}
+
 // pressEnter presses Enter until the CLI takes the typed text: its hook
 // fires, it shows busy, or the text leaves the input box.
 func (c *Coder) pressEnter(ctx context.Context, text string, start uint64) error {
-	probe := text
-	if r := []rune(probe); len(r) > 24 {
-		probe = string(r[:24])
-	}
-	// The text must be on the screen before its disappearance can mean the
-	// CLI took it: under load the screen may not show it yet.
-	vctx, vcancel := context.WithTimeout(ctx, 2*time.Second)
-	_ = c.watch(vctx, func(screen []string, _ snap) (bool, time.Time, error) {
-		return strings.Contains(strings.Join(tailLines(screen, 6), "\n"), probe), time.Time{}, nil
-	})
-	vcancel()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
+	probe := probeOf(text)
 	presses := 4
 	if c.p.EnterAgain {
 		// It may drop Enters while it finishes initializing.
@@ -97,7 +150,7 @@ func (c *Coder) pressEnter(ctx context.Context, text string, start uint64) error
 			if s.TurnSeq > start || s.DoneSeq > c.cliSeq || s.dead || hasAny(screen, c.p.Busy) {
 				return true, time.Time{}, nil
 			}
-			return !strings.Contains(strings.Join(tailLines(screen, 6), "\n"), probe), time.Time{}, nil
+			return !inInput(screen, probe), time.Time{}, nil
 		})
 		cancel()
 		switch {

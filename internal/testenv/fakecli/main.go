@@ -20,6 +20,8 @@
 //     "what did I ask" lists the earlier tasks of the session;
 //   - a task containing "create file NAME" writes NAME in its working
 //     directory;
+//   - with FAKECLI_LOSE_FIRST_INPUT set, the first input after start-up
+//     is dropped without a trace on the screen;
 //   - a turn-end hook gets {"last_assistant_message": "Done: <task>"} on
 //     its standard input, as Claude Code's Stop hook does;
 //   - a task containing "spawn helper" leaves a helper process (sleep)
@@ -170,6 +172,9 @@ func (a *app) run() int {
 	if a.set.Hooks.Start != "" {
 		_ = exec.Command("sh", "-c", a.set.Hooks.Start).Run()
 	}
+	if os.Getenv("FAKECLI_LOSE_FIRST_INPUT") != "" && !a.dropBurst() {
+		return 0
+	}
 	for {
 		c, ok := <-a.keys
 		if !ok {
@@ -200,6 +205,26 @@ func (a *app) run() int {
 			a.input = append(a.input, []rune(a.readRune(c))...)
 			a.lastText = time.Now()
 			a.draw()
+		}
+	}
+}
+
+// dropBurst waits for the first keys and drops them, up to a pause, drawing
+// nothing: a CLI that looked ready but was not (Gemini CLI loading a
+// resumed session) loses the first input. It returns false when the
+// terminal closed.
+func (a *app) dropBurst() bool {
+	if _, ok := <-a.keys; !ok {
+		return false
+	}
+	for {
+		select {
+		case _, ok := <-a.keys:
+			if !ok {
+				return false
+			}
+		case <-time.After(300 * time.Millisecond):
+			return true
 		}
 	}
 }
