@@ -50,6 +50,19 @@ func realCLIs() []realCLI {
 	}
 }
 
+// realCLIsOf is the CLIs a test drives: all of them, or with -short (the
+// race detector's pass, after the full run) Claude Code alone, which keeps
+// the driver's real-CLI path under the race detector at a third of the
+// time.
+func realCLIsOf(t *testing.T) []realCLI {
+	all := realCLIs()
+	if testing.Short() {
+		t.Log("-short: Claude Code only")
+		return all[:1]
+	}
+	return all
+}
+
 // The tasks of the conversation and the fake model's answers.
 const (
 	askWrite  = "Create the file hello.txt in the workspace with the text hi."
@@ -68,7 +81,7 @@ const (
 // file), is killed and started again continuing its session, and the real
 // key never appears inside the container.
 func TestRealCLIs(t *testing.T) {
-	for _, cli := range realCLIs() {
+	for _, cli := range realCLIsOf(t) {
 		t.Run(cli.profile.Name, func(t *testing.T) { testRealCLI(t, cli) })
 	}
 }
@@ -185,7 +198,7 @@ func testRealCLI(t *testing.T, cli realCLI) {
 // against the real screens), and the answer given with Respond lets it go
 // on.
 func TestRealCLIsAsk(t *testing.T) {
-	for _, cli := range realCLIs() {
+	for _, cli := range realCLIsOf(t) {
 		t.Run(cli.profile.Name, func(t *testing.T) { testRealCLIAsk(t, cli) })
 	}
 }
