@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"conch"
@@ -70,7 +71,7 @@ func (c *Coder) beginTurn(ctx context.Context, newTask bool) error {
 		return err
 	}
 	if newTask {
-		c.files = files
+		c.files = files // the caller holds c.mu and joins before it reads them
 	}
 	return nil
 }
@@ -78,20 +79,25 @@ func (c *Coder) beginTurn(ctx context.Context, newTask bool) error {
 // endTurn fills in the CLI's final message, as its turn-end hook gave it,
 // and the files changed since the task began (across Respond calls).
 func (c *Coder) endTurn(ctx context.Context, res *TurnResult) error {
+	var answer string
+	var wg sync.WaitGroup
 	if res.Hook && c.p.Answer != nil {
-		if payload, err := c.sb.ReadFile(ctx, c.answerFile(), 4<<20); err == nil {
-			res.Answer = c.redact(c.p.Answer(payload, func(file string) ([]byte, error) { return c.tail(ctx, file) }))
+		wg.Go(func() {
+			if payload, err := c.sb.ReadFile(ctx, c.answerFile(), 4<<20); err == nil {
+				answer = c.p.Answer(payload, func(file string) ([]byte, error) { return c.tail(ctx, file) })
+			}
+		})
+	}
+	var err error
+	if c.files.complete {
+		var after fileSet
+		if after, err = c.sandboxFiles(ctx, false, true); err == nil {
+			res.Changes, res.ChangesListed = diffFiles(c.files, after)
 		}
 	}
-	if !c.files.complete {
-		return nil
-	}
-	after, err := c.sandboxFiles(ctx, false, true)
-	if err != nil {
-		return err
-	}
-	res.Changes, res.ChangesListed = diffFiles(c.files, after)
-	return nil
+	wg.Wait()
+	res.Answer = c.redact(answer)
+	return err
 }
 
 // maxTail is how much of the end of a CLI's transcript is read for its

@@ -19,9 +19,20 @@ import (
 // an answer to the CLI), so the files it changes are counted from now.
 func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, progress func(string)) (TurnResult, error) {
 	var res TurnResult
-	if err := c.beginTurn(ctx, newTask); err != nil {
-		return res, err
+	// The previous answer is cleared and the workspace's files listed
+	// while the text is typed: both must be done before Enter, the
+	// earliest the CLI can begin.
+	begun := make(chan error, 1)
+	go func() { begun <- c.beginTurn(ctx, newTask) }()
+	joined := false
+	join := func() error {
+		if joined {
+			return nil
+		}
+		joined = true
+		return <-begun
 	}
+	defer join()
 	if len(text) > c.o.IPCThreshold || strings.ContainsAny(text, "\n\r") {
 		file, err := c.writeTask(ctx, text)
 		if err != nil {
@@ -39,13 +50,22 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, prog
 	if c.p.Paste {
 		input = c.s.Paste
 	}
+	typed := c.o.Now()
 	if err := input(ctx, text); err != nil {
 		return res, fmt.Errorf("coding agent: type: %w", err)
 	}
-	if err := c.awaitShown(ctx, text, func() error { return input(ctx, text) }); err != nil {
+	resend := func() error {
+		typed = c.o.Now()
+		return input(ctx, text)
+	}
+	if err := c.awaitShown(ctx, text, resend); err != nil {
 		return res, err
 	}
-	if err := backoff.Sleep(ctx, c.p.enterDelay()); err != nil {
+	// Enter comes EnterDelay after the text, however long it took to show.
+	if err := backoff.Sleep(ctx, typed.Add(c.p.enterDelay()).Sub(c.o.Now())); err != nil {
+		return res, err
+	}
+	if err := join(); err != nil {
 		return res, err
 	}
 	if err := c.pressEnter(ctx, text, start); err != nil {
