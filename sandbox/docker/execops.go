@@ -284,7 +284,10 @@ func (e *engineOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.Exec
 		if ctx.Err() == nil {
 			stopped = conch.StoppedTimeout
 		}
-		err = e.stop(ctx, pids, copied, hr)
+		var ended bool
+		if ended, err = e.stop(ctx, pids, copied, hr); ended {
+			stopped = conch.StoppedNone // it ended on its own before it could be stopped
+		}
 	}
 	dur := time.Since(start)
 	if err != nil && stopped == "" {
@@ -307,19 +310,19 @@ func (e *engineOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.Exec
 // stop ends a program whose time ran out and returns how its output
 // ended. Its process group is killed once the trampoline has told its pid,
 // which under load can come after a short deadline; a program that ends
-// meanwhile is left alone.
-func (e *engineOps) stop(ctx context.Context, pids *pidStripper, copied <-chan error, hr client.HijackedResponse) error {
+// meanwhile is left alone (ended).
+func (e *engineOps) stop(ctx context.Context, pids *pidStripper, copied <-chan error, hr client.HijackedResponse) (ended bool, err error) {
 	t := time.NewTimer(pidWait)
 	defer t.Stop()
 	select {
 	case pid := <-pids.pid:
 		e.kill(ctx, pid)
 	case err := <-copied:
-		return err
+		return true, err
 	case <-t.C:
 	}
 	hr.Close()
-	return <-copied
+	return false, <-copied
 }
 
 // pidWait bounds how long stop waits for the pid of a program that ran

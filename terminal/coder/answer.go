@@ -64,40 +64,39 @@ type fileSet struct {
 // beginTurn clears the previous turn's answer, so the one read at the
 // end of this turn is its own, and, for a new task, records the
 // workspace's files, to tell at the end what the task changed. One call
-// into the sandbox does both.
-func (c *Coder) beginTurn(ctx context.Context, newTask bool) error {
-	files, err := c.sandboxFiles(ctx, true, newTask)
-	if err != nil {
-		return err
-	}
+// into the sandbox does both. When it fails, the turn goes on without:
+// no answer is read (it could be the last turn's) and no files listed.
+func (c *Coder) beginTurn(ctx context.Context, newTask bool) {
 	if newTask {
-		c.files = files // the caller holds c.mu and joins before it reads them
+		c.files = fileSet{}
 	}
-	return nil
+	files, err := c.sandboxFiles(ctx, true, newTask)
+	c.answerCleared = err == nil
+	if err == nil && newTask {
+		c.files = files // the caller holds c.mu and waits for this before it reads them
+	}
 }
 
 // endTurn fills in the CLI's final message, as its turn-end hook gave it,
 // and the files changed since the task began (across Respond calls).
-func (c *Coder) endTurn(ctx context.Context, res *TurnResult) error {
+// Neither is essential: what cannot be read is left out.
+func (c *Coder) endTurn(ctx context.Context, res *TurnResult) {
 	var answer string
 	var wg sync.WaitGroup
-	if res.Hook && c.p.Answer != nil {
+	if res.Hook && c.p.Answer != nil && c.answerCleared {
 		wg.Go(func() {
 			if payload, err := c.sb.ReadFile(ctx, c.answerFile(), 4<<20); err == nil {
 				answer = c.p.Answer(payload, func(file string) ([]byte, error) { return c.tail(ctx, file) })
 			}
 		})
 	}
-	var err error
 	if c.files.complete {
-		var after fileSet
-		if after, err = c.sandboxFiles(ctx, false, true); err == nil {
+		if after, err := c.sandboxFiles(ctx, false, true); err == nil {
 			res.Changes, res.ChangesListed = diffFiles(c.files, after)
 		}
 	}
 	wg.Wait()
 	res.Answer = c.redact(answer)
-	return err
 }
 
 // maxTail is how much of the end of a CLI's transcript is read for its
@@ -119,9 +118,11 @@ func (c *Coder) tail(ctx context.Context, file string) ([]byte, error) {
 // sandboxFiles removes the answer file (with clear) and lists the
 // workspace's files (with scan).
 func (c *Coder) sandboxFiles(ctx context.Context, clear, scan bool) (fileSet, error) {
+	// find's status comes last ("#end 0" when it listed everything); head
+	// cuts a list longer than MaxTrackedFiles before it.
 	script := `[ "$1" = 1 ] && rm -f -- "$2"; [ "$3" = 1 ] || exit 0; cd "$4" || exit 3; ` +
-		`find . -mindepth 1 \( ` + c.pruned() + ` \) -prune -o -type f -printf '%P\t%T@\t%s\n' 2>/dev/null | head -n ` +
-		strconv.Itoa(MaxTrackedFiles+1)
+		`{ find . -mindepth 1 \( ` + c.pruned() + ` \) -prune -o -type f -printf '%P\t%T@\t%s\n' 2>/dev/null; echo "#end $?"; } | head -n ` +
+		strconv.Itoa(MaxTrackedFiles+2)
 	r, err := c.sb.Exec(ctx, conch.ExecRequest{
 		Argv:        []string{"sh", "-c", script, "sh", flag(clear), c.answerFile(), flag(scan), c.s.Workspace()},
 		Timeout:     time.Minute,
@@ -194,10 +195,15 @@ func geminiAnswer(payload []byte, tail func(string) ([]byte, error)) string {
 	return ""
 }
 
-// parseFiles reads find's "path\tmtime\tsize" lines.
+// parseFiles reads find's "path\tmtime\tsize" lines, then "#end" and
+// find's status: the list is complete only when that says 0.
 func parseFiles(out string, ok bool) fileSet {
-	fs := fileSet{stamps: map[string]string{}, complete: ok}
-	for line := range strings.SplitSeq(out, "\n") {
+	body, status, found := strings.Cut(out, "\n#end ")
+	if !found && strings.HasPrefix(out, "#end ") {
+		body, status, found = "", strings.TrimPrefix(out, "#end "), true
+	}
+	fs := fileSet{stamps: map[string]string{}, complete: ok && found && strings.TrimSpace(status) == "0"}
+	for line := range strings.SplitSeq(body, "\n") {
 		i := strings.LastIndexByte(line, '\t')
 		if i < 0 {
 			continue

@@ -55,8 +55,8 @@ func TestAnswer(t *testing.T) {
 // TestDiffFiles: created, modified (time or size) and deleted files, by
 // path; nothing is claimed when a side is incomplete.
 func TestDiffFiles(t *testing.T) {
-	before := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t100.5\t3\ngone.md\t99.0\t1\nweird\tname\t100.0\t2\n", true)
-	after := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t101.0\t3\nnew.txt\t102.0\t0\nweird\tname\t100.0\t4\nnot a line\n", true)
+	before := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t100.5\t3\ngone.md\t99.0\t1\nweird\tname\t100.0\t2\n#end 0\n", true)
+	after := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t101.0\t3\nnew.txt\t102.0\t0\nweird\tname\t100.0\t4\nnot a line\n#end 0\n", true)
 	got, listed := diffFiles(before, after)
 	want := []FileChange{{"gone.md", Deleted}, {"new.txt", Created}, {"sub dir/b.txt", Modified}, {"weird\tname", Modified}}
 	if !listed || !slices.Equal(got, want) {
@@ -65,10 +65,19 @@ func TestDiffFiles(t *testing.T) {
 	if got, listed := diffFiles(fileSet{}, after); listed || got != nil {
 		t.Errorf("unknown start: got %v (listed %v), want nothing listed", got, listed)
 	}
+	for _, out := range []string{"a.go\t1.0\t1\n", "a.go\t1.0\t1\n#end 1\n", "#end 2\n"} {
+		if fs := parseFiles(out, true); fs.complete {
+			t.Errorf("%q: got a complete set, want incomplete (find failed or was cut)", out)
+		}
+	}
+	if fs := parseFiles("#end 0\n", true); !fs.complete || len(fs.stamps) != 0 {
+		t.Errorf("empty workspace: got %+v, want a complete empty set", fs)
+	}
 	var many strings.Builder
 	for i := range MaxTrackedFiles + 1 {
 		fmt.Fprintf(&many, "f%d\t1.0\t1\n", i)
 	}
+	many.WriteString("#end 0\n")
 	if fs := parseFiles(many.String(), true); fs.complete {
 		t.Errorf("%d files: got a complete set, want it marked incomplete", MaxTrackedFiles+1)
 	}
@@ -81,13 +90,13 @@ func TestTurnResultString(t *testing.T) {
 		State:         TurnIdle,
 		Hook:          true,
 		Answer:        "I created hello.txt with the text hi.\nIt is in the workspace.",
-		Text:          "> Create hello.txt\n✓  Shell printf hi > hello.txt\n✦ I created hello.txt with the text hi.\n  It is in the workspace.",
+		Text:          "> Create hello.txt\n✓  Shell printf hi > hello.txt\nhello.txt\n✦ I created hello.txt with the text hi.\n  It is in the workspace.",
 		Changes:       []FileChange{{"hello.txt", Created}, {"old.txt", Deleted}},
 		ChangesListed: true,
 	}
 	want := "The coding agent finished its turn.\nIts answer:\nI created hello.txt with the text hi.\nIt is in the workspace.\n" +
 		"Files changed in the workspace: hello.txt (created), old.txt (deleted).\n" +
-		"Its screen since the task:\n> Create hello.txt\n✓  Shell printf hi > hello.txt"
+		"Its screen since the task:\n> Create hello.txt\n✓  Shell printf hi > hello.txt\nhello.txt"
 	if got := r.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}

@@ -137,6 +137,9 @@ type Coder struct {
 	resumeErr string
 	// files are the workspace's files when the current task began.
 	files fileSet
+	// answerCleared: the last turn's answer file was removed before this
+	// turn's text was sent, so the one there at its end is its own.
+	answerCleared bool
 }
 
 // New returns a driver of p's CLI for the conversation key, whose

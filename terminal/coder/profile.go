@@ -401,7 +401,8 @@ func FakeCLI(bin string, startup time.Duration) Profile {
 		Busy:   []string{"esc to interrupt"},
 		Asking: []string{"❯ 1. Yes"},
 		Ready:  []string{"│ > "},
-		Chrome: []string{"? for shortcuts"},
+		Empty:  []string{"(type a task)"},
+		Chrome: []string{"? for shortcuts", "(type a task)"},
 		Settle: 2 * time.Second,
 	}
 }

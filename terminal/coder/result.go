@@ -138,10 +138,16 @@ func (r TurnResult) screenBesidesAnswer() string {
 	if r.Answer == "" {
 		return r.Text
 	}
+	lines := map[string]bool{}
+	for _, l := range strings.Split(r.Answer, "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
 	var out []string
 	for _, l := range strings.Split(r.Text, "\n") {
 		t := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(l), "✦⏺•●─│ "))
-		if len(t) >= 3 && strings.Contains(r.Answer, t) {
+		// A line of the answer, or a piece of one the screen wrapped
+		// (long enough not to be, say, a file name a tool printed).
+		if t != "" && (lines[t] || len([]rune(t)) >= 24 && strings.Contains(r.Answer, t)) {
 			continue
 		}
 		out = append(out, l)

@@ -22,17 +22,9 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, prog
 	// The previous answer is cleared and the workspace's files listed
 	// while the text is typed: both must be done before Enter, the
 	// earliest the CLI can begin.
-	begun := make(chan error, 1)
-	go func() { begun <- c.beginTurn(ctx, newTask) }()
-	joined := false
-	join := func() error {
-		if joined {
-			return nil
-		}
-		joined = true
-		return <-begun
-	}
-	defer join()
+	begun := make(chan struct{})
+	go func() { defer close(begun); c.beginTurn(ctx, newTask) }()
+	defer func() { <-begun }()
 	if len(text) > c.o.IPCThreshold || strings.ContainsAny(text, "\n\r") {
 		file, err := c.writeTask(ctx, text)
 		if err != nil {
@@ -54,20 +46,22 @@ func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, prog
 	if err := input(ctx, text); err != nil {
 		return res, fmt.Errorf("coding agent: type: %w", err)
 	}
-	resend := func() error {
-		typed = c.o.Now()
-		return input(ctx, text)
+	var resend func() error
+	if newTask {
+		// Only a task: an answer to a menu is taken without ever showing.
+		resend = func() error {
+			typed = c.o.Now()
+			return input(ctx, text)
+		}
 	}
-	if err := c.awaitShown(ctx, text, resend); err != nil {
+	if err := c.awaitShown(ctx, text, start, resend); err != nil {
 		return res, err
 	}
 	// Enter comes EnterDelay after the text, however long it took to show.
 	if err := backoff.Sleep(ctx, typed.Add(c.p.enterDelay()).Sub(c.o.Now())); err != nil {
 		return res, err
 	}
-	if err := join(); err != nil {
-		return res, err
-	}
+	<-begun
 	if err := c.pressEnter(ctx, text, start); err != nil {
 		return res, err
 	}
@@ -89,52 +83,71 @@ func (c *Coder) writeTask(ctx context.Context, text string) (string, error) {
 	return file, nil
 }
 
-// probeOf is the part of text looked for in the input box.
-func probeOf(text string) string {
-	if r := []rune(text); len(r) > 24 {
-		return string(r[:24])
+// probes are the parts of text looked for in the input box: its start,
+// and its end (nearer the foot of the box when the text wraps).
+func probes(text string) []string {
+	r := []rune(strings.TrimSpace(text))
+	if len(r) <= 24 {
+		return []string{string(r)}
 	}
-	return text
+	return []string{string(r[:24]), string(r[len(r)-12:])}
 }
 
-// inInput reports whether the input box, at the foot of screen, shows
-// probe.
-func inInput(screen []string, probe string) bool {
-	return strings.Contains(strings.Join(tailLines(screen, 6), "\n"), probe)
+// inInput reports whether the input box, at the foot of screen, shows one
+// of probes.
+func inInput(screen []string, probes []string) bool {
+	return hasAny([]string{strings.Join(tailLines(screen, 6), "\n")}, probes)
 }
 
-// Typed text lost: when the screen stays quiet this long after the text
-// was sent without showing it (and shows the empty input box, for a CLI
-// with Profile.Empty markers), the CLI dropped it and it is sent again, up
-// to maxResends times.
+// Typed text lost: when the screen stays quiet this long after a task was
+// sent without showing it, while the input box shows its placeholder
+// (Profile.Empty), the CLI dropped it and it is sent again, up to
+// maxResends times; shownWait bounds the wait for the text to show.
 const (
 	lostQuiet  = 1500 * time.Millisecond
 	maxResends = 2
+	shownWait  = 10 * time.Second
 )
 
 // awaitShown waits for the typed text to show in the input box: its
 // disappearance can only mean the CLI took it once it was there, and under
 // load the screen may not show it yet. A CLI that was not ready after all
-// (Gemini CLI still loading a resumed session, which draws nothing new)
-// drops it; then resend sends it again.
-func (c *Coder) awaitShown(ctx context.Context, text string, resend func() error) error {
-	probe := probeOf(text)
+// (Gemini CLI loading a resumed session) drops it without a trace: then,
+// for a CLI whose empty input box can be told (Profile.Empty), resend (nil
+// for an answer to the CLI) sends it again. Anything that says the CLI
+// took it (its hook, its end, a question, busy) ends the wait.
+func (c *Coder) awaitShown(ctx context.Context, text string, start uint64, resend func() error) error {
+	pr := probes(text)
+	if len(c.p.Empty) == 0 || resend == nil {
+		// Only wait a little for the text to show.
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_ = c.watch(wctx, func(screen []string, _ snap) (bool, time.Time, error) {
+			return inInput(screen, pr), time.Time{}, nil
+		})
+		return ctx.Err()
+	}
 	for resends := 0; ; resends++ {
 		sent := c.o.Now()
 		lost := false
-		wctx, cancel := context.WithTimeout(ctx, lostQuiet+2*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, shownWait)
 		err := c.watch(wctx, func(screen []string, s snap) (bool, time.Time, error) {
-			if inInput(screen, probe) {
+			switch {
+			case inInput(screen, pr), s.TurnSeq > start, s.dead, hasAny(screen, c.p.Asking):
 				return true, time.Time{}, nil
+			case hasAny(screen, c.p.Busy):
+				return false, time.Time{}, nil // working, or still loading: look at its next output
 			}
 			since := s.LastOutput
 			if since.Before(sent) {
 				since = sent
 			}
-			if c.o.Now().Sub(since) < lostQuiet || hasAny(screen, c.p.Busy) {
+			if c.o.Now().Sub(since) < lostQuiet {
 				return false, since.Add(lostQuiet), nil
 			}
-			lost = len(c.p.Empty) == 0 || hasAny(screen, c.p.Empty)
+			// Quiet, and the text is not in the box: lost if the box is
+			// empty (else it shows the text where the probes miss it).
+			lost = hasAny(tailLines(screen, 6), c.p.Empty)
 			return true, time.Time{}, nil
 		})
 		cancel()
@@ -144,7 +157,7 @@ func (c *Coder) awaitShown(ctx context.Context, text string, resend func() error
 		case err != nil && !errors.Is(err, context.DeadlineExceeded):
 			return err
 		case !lost || resends == maxResends:
-			return nil // shown, or not known to be lost: Enter tells
+			return nil // shown, taken, or not known to be lost: Enter tells
 		}
 		if err := resend(); err != nil {
 			return fmt.Errorf("coding agent: type again: %w", err)
@@ -155,7 +168,7 @@ func (c *Coder) awaitShown(ctx context.Context, text string, resend func() error
 // pressEnter presses Enter until the CLI takes the typed text: its hook
 // fires, it shows busy, or the text leaves the input box.
 func (c *Coder) pressEnter(ctx context.Context, text string, start uint64) error {
-	probe := probeOf(text)
+	pr := probes(text)
 	presses := 4
 	if c.p.EnterAgain {
 		// It may drop Enters while it finishes initializing.
@@ -170,7 +183,7 @@ func (c *Coder) pressEnter(ctx context.Context, text string, start uint64) error
 			if s.TurnSeq > start || s.DoneSeq > c.cliSeq || s.dead || hasAny(screen, c.p.Busy) {
 				return true, time.Time{}, nil
 			}
-			return !inInput(screen, probe), time.Time{}, nil
+			return !inInput(screen, pr), time.Time{}, nil
 		})
 		cancel()
 		switch {
@@ -220,9 +233,7 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 		return res, err
 	}
 	res.Text = c.redact(terminal.Elide(c.clean(lines), 60, 20, 30))
-	if err := c.endTurn(ctx, &res); err != nil {
-		return res, err
-	}
+	c.endTurn(ctx, &res)
 	if res.State == TurnCrashed {
 		c.running = false
 		screen := res.Text

@@ -209,6 +209,17 @@ func (a *app) run() int {
 	}
 }
 
+// inputLine is the input box's text: what was typed, or its placeholder.
+func (a *app) inputLine() string {
+	if len(a.input) == 0 {
+		return placeholder
+	}
+	return string(a.input)
+}
+
+// placeholder fills the empty input box, as the real CLIs' do.
+const placeholder = "(type a task)"
+
 // dropBurst waits for the first keys and drops them, up to a pause, drawing
 // nothing: a CLI that looked ready but was not (Gemini CLI loading a
 // resumed session) loses the first input. It returns false when the
@@ -375,7 +386,7 @@ func (a *app) draw() {
 	inner := a.width - 4
 	box := []string{
 		"╭" + strings.Repeat("─", a.width-2) + "╮",
-		"│ > " + pad(string(a.input), inner-2) + " │",
+		"│ > " + pad(a.inputLine(), inner-2) + " │",
 		"╰" + strings.Repeat("─", a.width-2) + "╯",
 		" fakecli · /workspace · ? for shortcuts",
 	}
