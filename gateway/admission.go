@@ -137,11 +137,10 @@ func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, err
 	for _, why := range refused {
 		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: why, InReplyTo: in.ExternalID, Thread: in.Thread})
 	}
-	pos, err := g.enqueue(turn)
+	pos, err := g.enqueue(ctx, turn, true)
 	if err != nil || pos == alreadyQueued {
 		return turn, err
 	}
-	g.hub.Publish(ctx, in.Key, turn.ID, conch.TurnState{Status: conch.TurnPending, Queued: pos})
 	if pos > 0 {
 		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: fmt.Sprintf("queued (position %d)", pos), InReplyTo: in.ExternalID, Thread: in.Thread})
 	}

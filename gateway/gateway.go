@@ -263,7 +263,7 @@ func (g *Gateway) resume(ctx context.Context) error {
 		return fmt.Errorf("resume: %w", err)
 	}
 	for _, t := range turns {
-		if _, err := g.enqueue(t); err != nil {
+		if _, err := g.enqueue(ctx, t, false); err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
 	}
@@ -279,9 +279,16 @@ const alreadyQueued = -1
 
 // enqueue adds a turn to its conversation's queue and returns its position
 // among waiting turns (0 = runs now, alreadyQueued = it was there).
-func (g *Gateway) enqueue(t conch.Turn) (int, error) {
+func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// announce publishes the turn's pending state before any worker can
+	// take it (it takes g.mu), so its running state always comes after.
+	pending := func(pos int) {
+		if announce {
+			g.hub.Publish(ctx, t.Key, t.ID, conch.TurnState{Status: conch.TurnPending, Queued: pos})
+		}
+	}
 	if g.ctx == nil {
 		// Not running yet: the turn is stored, and Run's resume queues it
 		// (resume reads the store after ctx is set, so nothing is missed).
@@ -310,8 +317,10 @@ func (g *Gateway) enqueue(t conch.Turn) (int, error) {
 		if c.cur == nil || c.cur.answered {
 			pos--
 		}
+		pending(pos)
 		return pos, nil
 	}
+	pending(0)
 	c.busy = true
 	g.wg.Add(1)
 	go c.work(g.ctx)
