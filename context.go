@@ -60,8 +60,9 @@ func (s ContextStatus) String() string {
 // is the shorter view built from the newest summary.
 type ContextStore interface {
 	// ModelHistory returns the newest summary of the conversation's current
-	// generation and the started turns' messages after it.
-	ModelHistory(ctx context.Context, key ConversationKey) (ModelHistory, error)
+	// generation and the started turns' messages after it, through turn
+	// through (0: every turn): a turn's view never holds a later turn.
+	ModelHistory(ctx context.Context, key ConversationKey, through TurnID) (ModelHistory, error)
 	// AddSummary stores a summary of the history through s.Through in one
 	// transaction; from then on ModelHistory starts after it.
 	AddSummary(ctx context.Context, key ConversationKey, s Summary) error

@@ -24,6 +24,10 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolResult is set on RoleTool messages.
 	ToolResult *ToolResult
+	// Note marks a RoleUser message conch itself wrote into a turn (the
+	// open issues of a pre-stop hook), not the person's message: the model
+	// reads it as the user's, while transcripts and read models tell it apart.
+	Note bool
 }
 
 // ToolCall is one tool invocation requested by the model.

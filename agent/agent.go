@@ -16,17 +16,24 @@ import (
 	"conch/internal/backoff"
 )
 
-// Recorder persists what a turn produces. conch.TurnStore satisfies it.
-type Recorder interface {
+// Store is a conversation's record as a turn reads and writes it: the
+// model's view through the turn, and what the turn produces. *sqlite.DB
+// satisfies it.
+type Store interface {
+	// ModelHistory returns the model's view of the conversation through a
+	// turn (never a later turn's messages).
+	ModelHistory(ctx context.Context, key conch.ConversationKey, through conch.TurnID) (conch.ModelHistory, error)
 	AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message) error
 	RecordStep(ctx context.Context, s conch.Step) error
 }
 
 // Options configures an Agent.
 type Options struct {
-	Model    conch.Model
-	Tools    []conch.Tool
-	Recorder Recorder
+	Model conch.Model
+	Tools []conch.Tool
+	// Store is where a turn reads the model's view of its conversation and
+	// records its messages and steps.
+	Store Store
 	// Facts, when set, is read into the system prompt's <memory> block.
 	Facts conch.FactStore
 	// Skills, when set, returns the <available_skills> block of a turn's
@@ -38,10 +45,9 @@ type Options struct {
 	// ContextWindow is the model's context window in tokens; 0 leaves the
 	// context unmanaged (no compaction, ContextUse without a window).
 	ContextWindow int
-	// Context, when set with a ContextWindow, is where the model's view of
-	// the conversation (summary + recent messages) is read and summaries
-	// are stored; Run then reads the history itself instead of
-	// Input.History. *sqlite.DB satisfies it.
+	// Context, when set with a ContextWindow, manages the context: summaries
+	// of older turns are stored there and the newest request's size kept.
+	// *sqlite.DB satisfies it.
 	Context conch.ContextStore
 	// MaxTurns caps model calls per turn (default 25).
 	MaxTurns int
@@ -78,8 +84,8 @@ func New(opts Options) (*Agent, error) {
 	if opts.Model == nil {
 		return nil, errors.New("agent: no model")
 	}
-	if opts.Recorder == nil {
-		return nil, errors.New("agent: no recorder")
+	if opts.Store == nil {
+		return nil, errors.New("agent: no store")
 	}
 	if opts.MaxTurns <= 0 {
 		opts.MaxTurns = 25
@@ -117,16 +123,14 @@ func New(opts Options) (*Agent, error) {
 // Tools returns the specs of the registered tools.
 func (a *Agent) Tools() []conch.ToolSpec { return a.specs }
 
-// Input is one turn to run.
+// Input is one turn to run: the turn (its message is stored), the tool
+// environment, whose Conversation names the conversation, and where its
+// events go. Run reads the model's view from the store itself: the
+// conversation through this turn, with whatever the turn produced before a
+// restart.
 type Input struct {
 	Turn conch.TurnID
-	// History is the conversation so far, ending with the turn's user
-	// message and whatever the turn already produced before a restart.
-	// With Options.Context and a ContextWindow, Run reads the model's view
-	// (summary + recent messages) from the store instead; History is then
-	// used only when that view is empty.
-	History []conch.Message
-	Env     conch.ToolEnv
+	Env  conch.ToolEnv
 	// Events receives typed events as the turn runs; may be nil.
 	Events conch.EventSink
 }
@@ -210,14 +214,14 @@ func (a *Agent) preStop(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 		b.WriteString("- " + is + "\n")
 	}
 	a.opts.Logger.Info("pre-stop hooks returned issues", "turn", turn, "issues", len(issues), "round", *rounds)
-	return conch.Message{Role: conch.RoleUser, Text: strings.TrimRight(b.String(), "\n")}, true
+	return conch.Message{Role: conch.RoleUser, Note: true, Text: strings.TrimRight(b.String(), "\n")}, true
 }
 
 // stop ends the turn through a breaker: the reason is recorded as a step and
 // the user's message is stored as the assistant's answer.
 func (a *Agent) stop(ctx context.Context, turn conch.TurnID, res Result, reason StopReason, text string) (Result, error) {
 	a.record(ctx, turn, conch.StepStopped, StoppedDetail{Reason: reason})
-	if err := a.opts.Recorder.AppendMessage(ctx, turn, conch.Message{Role: conch.RoleAssistant, Text: text}); err != nil {
+	if err := a.opts.Store.AppendMessage(ctx, turn, conch.Message{Role: conch.RoleAssistant, Text: text}); err != nil {
 		return res, fmt.Errorf("record stop: %w", err)
 	}
 	a.opts.Logger.Info("turn stopped by breaker", "turn", turn, "reason", reason)
@@ -230,7 +234,7 @@ func (a *Agent) stop(ctx context.Context, turn conch.TurnID, res Result, reason 
 func (a *Agent) skipCalls(ctx context.Context, turn conch.TurnID, calls []conch.ToolCall, why string) {
 	for _, c := range calls {
 		m := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: c.ID, Name: c.Name, Content: why, IsError: true}}
-		if err := a.opts.Recorder.AppendMessage(context.WithoutCancel(ctx), turn, m); err != nil {
+		if err := a.opts.Store.AppendMessage(context.WithoutCancel(ctx), turn, m); err != nil {
 			a.opts.Logger.Error("record skipped tool call", "turn", turn, "err", err)
 		}
 	}
@@ -340,7 +344,7 @@ func (a *Agent) record(ctx context.Context, turn conch.TurnID, kind conch.StepKi
 		a.opts.Logger.Error("encode step", "kind", kind, "err", err)
 		return
 	}
-	if err := a.opts.Recorder.RecordStep(context.WithoutCancel(ctx), conch.Step{Turn: turn, Kind: kind, Detail: b, At: a.opts.Now()}); err != nil {
+	if err := a.opts.Store.RecordStep(context.WithoutCancel(ctx), conch.Step{Turn: turn, Kind: kind, Detail: b, At: a.opts.Now()}); err != nil {
 		a.opts.Logger.Error("record step", "kind", kind, "err", err)
 	}
 }

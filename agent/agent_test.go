@@ -15,7 +15,10 @@ import (
 	"conch/fake"
 )
 
-var user = conch.UserKey{Channel: conch.ChannelCLI, ID: "alice"}
+var (
+	user = conch.UserKey{Channel: conch.ChannelCLI, ID: "alice"}
+	conv = conch.ConversationKey{Channel: conch.ChannelCLI, ID: "alice"}
+)
 
 type harness struct {
 	model  *fake.Model
@@ -29,7 +32,7 @@ func newHarness(t *testing.T, tools []conch.Tool, mod func(*Options)) *harness {
 	t.Helper()
 	h := &harness{model: &fake.Model{}, rec: &fake.Recorder{}, facts: &fake.Facts{}}
 	opts := Options{
-		Model: h.model, Tools: tools, Recorder: h.rec, Facts: h.facts,
+		Model: h.model, Tools: tools, Store: h.rec, Facts: h.facts,
 		MaxTurns: 10, MaxToolErrors: 3,
 		Retry: RetryPolicy{Max: 3, Base: 100 * time.Millisecond, Cap: 10 * time.Second},
 		Sleep: func(ctx context.Context, d time.Duration) error { h.sleeps = append(h.sleeps, d); return ctx.Err() },
@@ -48,10 +51,10 @@ func newHarness(t *testing.T, tools []conch.Tool, mod func(*Options)) *harness {
 
 func (h *harness) run(t *testing.T, text string) (Result, error) {
 	t.Helper()
+	h.rec.AddTurn(1, conch.Message{Role: conch.RoleUser, Text: text})
 	return h.agent.Run(context.Background(), Input{
-		Turn:    1,
-		History: []conch.Message{{Role: conch.RoleUser, Text: text}},
-		Env:     conch.ToolEnv{User: user, Facts: h.facts},
+		Turn: 1,
+		Env:  conch.ToolEnv{Conversation: conv, User: user, Facts: h.facts},
 	})
 }
 
@@ -344,12 +347,48 @@ func TestMemoryInSystemPrompt(t *testing.T) {
 
 func TestResumedTurnWithStoredAnswerDoesNotCallModel(t *testing.T) {
 	h := newHarness(t, nil, nil)
-	res, err := h.agent.Run(context.Background(), Input{Turn: 1, History: []conch.Message{
-		{Role: conch.RoleUser, Text: "hi"},
-		{Role: conch.RoleAssistant, Text: "stored answer"},
-	}})
+	h.rec.AddTurn(1, conch.Message{Role: conch.RoleUser, Text: "hi"}, conch.Message{Role: conch.RoleAssistant, Text: "stored answer"})
+	res, err := h.agent.Run(context.Background(), Input{Turn: 1, Env: conch.ToolEnv{Conversation: conv}})
 	if err != nil || res.Text != "stored answer" {
 		t.Fatalf("got %+v, %v", res, err)
+	}
+	if n := len(h.model.Requests()); n != 0 {
+		t.Fatalf("%d model calls, want 0", n)
+	}
+}
+
+// unbounded is a store whose view ignores the turn bound, as a store that
+// orders by turn id would when a later turn ran first.
+type unbounded struct{ *fake.Recorder }
+
+func (u unbounded) ModelHistory(ctx context.Context, key conch.ConversationKey, _ conch.TurnID) (conch.ModelHistory, error) {
+	return u.Recorder.ModelHistory(ctx, key, 0)
+}
+
+// A view that ends with another turn's answer is not this turn's answer:
+// the model is asked (before, turn 5 returned turn 6's reply as its own).
+func TestAnotherTurnsAnswerIsNotThisTurns(t *testing.T) {
+	h := newHarness(t, nil, func(o *Options) { o.Store = unbounded{o.Store.(*fake.Recorder)} })
+	h.rec.AddTurn(5, conch.Message{Role: conch.RoleUser, Text: "first"})
+	h.rec.AddTurn(6, conch.Message{Role: conch.RoleUser, Text: "second"}, conch.Message{Role: conch.RoleAssistant, Text: "answer to second"})
+	h.model.Push(fake.Text("answer to first"))
+	res, err := h.agent.Run(context.Background(), Input{Turn: 5, Env: conch.ToolEnv{Conversation: conv}})
+	if err != nil || res.Text != "answer to first" {
+		t.Fatalf("got %+v, %v; want the model's answer to the first message", res, err)
+	}
+	if n := len(h.model.Requests()); n != 1 {
+		t.Fatalf("%d model calls, want 1", n)
+	}
+}
+
+// A turn whose message is not stored is refused, not run on someone
+// else's history.
+func TestTurnWithoutItsMessageIsRefused(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	h.rec.AddTurn(1, conch.Message{Role: conch.RoleUser, Text: "hi"}, conch.Message{Role: conch.RoleAssistant, Text: "hello"})
+	_, err := h.agent.Run(context.Background(), Input{Turn: 2, Env: conch.ToolEnv{Conversation: conv}})
+	if err == nil || !strings.Contains(err.Error(), "not in the history") {
+		t.Fatalf("got %v, want a refusal", err)
 	}
 	if n := len(h.model.Requests()); n != 0 {
 		t.Fatalf("%d model calls, want 0", n)
@@ -388,7 +427,8 @@ func TestCancelledTurn(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stopped := errors.New("stopped by /stop")
 	cancel(stopped)
-	_, err := h.agent.Run(ctx, Input{Turn: 1, History: []conch.Message{{Role: conch.RoleUser, Text: "hi"}}})
+	h.rec.AddTurn(1, conch.Message{Role: conch.RoleUser, Text: "hi"})
+	_, err := h.agent.Run(ctx, Input{Turn: 1, Env: conch.ToolEnv{Conversation: conv}})
 	if !errors.Is(err, stopped) {
 		t.Fatalf("got %v, want the cancel cause", err)
 	}

@@ -113,14 +113,31 @@ type contextView struct {
 	pos     []conch.HistoryPos
 }
 
-// loadView reads the model's view from the store.
-func (a *Agent) loadView(ctx context.Context, key conch.ConversationKey) (contextView, error) {
-	h, err := a.opts.Context.ModelHistory(ctx, key)
+// loadView reads the model's view of the conversation through turn.
+func (a *Agent) loadView(ctx context.Context, key conch.ConversationKey, turn conch.TurnID) (contextView, error) {
+	h, err := a.opts.Store.ModelHistory(ctx, key, turn)
 	if err != nil {
 		return contextView{}, fmt.Errorf("load model history: %w", err)
 	}
+	if len(h.Pos) != len(h.Messages) {
+		return contextView{}, fmt.Errorf("load model history: %d messages with %d positions", len(h.Messages), len(h.Pos))
+	}
 	msgs, pos := repairWithPos(h.Messages, h.Pos)
 	return contextView{summary: h.Summary, msgs: msgs, pos: pos}, nil
+}
+
+// holdsTurn reports whether the view has turn's message: among its
+// messages, or folded into its summary (a long turn compacted mid-way).
+func (v contextView) holdsTurn(turn conch.TurnID) bool {
+	if v.summary.Through.Turn >= turn {
+		return len(v.msgs) > 0
+	}
+	for _, p := range v.pos {
+		if p.Turn == turn {
+			return true
+		}
+	}
+	return false
 }
 
 // window returns the configured context window (0: not managed).
@@ -245,7 +262,7 @@ type CompactionDetail struct {
 // and the next request compacts again.
 func (a *Agent) compact(ctx context.Context, turn conch.TurnID, key conch.ConversationKey, before int) (contextView, int, error) {
 	start := a.opts.Now()
-	v, err := a.loadView(ctx, key)
+	v, err := a.loadView(ctx, key, turn)
 	if err != nil {
 		return v, 0, err
 	}

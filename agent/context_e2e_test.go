@@ -146,7 +146,7 @@ func newContextAgentFor(t *testing.T, p fakellm.Provider, srv *fakellm.Server, d
 		t.Fatal(err)
 	}
 	a, err := agent.New(agent.Options{
-		Model: m, Tools: []conch.Tool{echoTool{}}, Recorder: db, Context: db, ContextWindow: testWindow,
+		Model: m, Tools: []conch.Tool{echoTool{}}, Store: db, Context: db, ContextWindow: testWindow,
 		MaxTokens: 512, MaxTurns: 10, Retry: agent.RetryPolicy{Max: 0},
 	})
 	if err != nil {
@@ -220,7 +220,7 @@ func longConversation(t *testing.T, p fakellm.Provider, turns int) {
 	if len(hist) < 2*turns || hist[0].Text != "turn 0" {
 		t.Errorf("History holds %d messages starting %q; want all of them (≥ %d) from turn 0", len(hist), hist[0].Text, 2*turns)
 	}
-	view, err := db.ModelHistory(ctx, ctxKey)
+	view, err := db.ModelHistory(ctx, ctxKey, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestContextRestartMidCompaction(t *testing.T) {
 	}
 	// The turn's last request held the summary (checked by the script) and
 	// the view starts after it.
-	view, err := db.ModelHistory(ctx, ctxKey)
+	view, err := db.ModelHistory(ctx, ctxKey, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,10 @@ func TestRedactsSecretsFromTools(t *testing.T) {
 	h := newHarness(t, []conch.Tool{leak, broken}, func(o *Options) { o.Secrets = []string{key, "", longer, short} })
 	h.model.Push(fake.Call("c1", "bash", `{"command":"env"}`), fake.Call("c2", "broken", `{}`))
 	var events []conch.EventData
+	h.rec.AddTurn(1, conch.Message{Role: conch.RoleUser, Text: "show env"})
 	_, err := h.agent.Run(context.Background(), Input{
-		Turn: 1, History: []conch.Message{{Role: conch.RoleUser, Text: "show env"}},
-		Env:    conch.ToolEnv{User: user, Facts: h.facts},
+		Turn:   1,
+		Env:    conch.ToolEnv{Conversation: conv, User: user, Facts: h.facts},
 		Events: func(e conch.EventData) { events = append(events, e) },
 	})
 	if err == nil || !errors.Is(err, errBroken) {
@@ -77,9 +78,10 @@ func TestRedactsProgressGivenByTheCaller(t *testing.T) {
 	h := newHarness(t, []conch.Tool{tool}, func(o *Options) { o.Secrets = []string{key} })
 	h.model.Push(fake.Call("c1", "bash", `{}`), fake.Text("done"))
 	var lines []string
+	h.rec.AddTurn(1, conch.Message{Role: conch.RoleUser, Text: "go"})
 	_, err := h.agent.Run(context.Background(), Input{
-		Turn: 1, History: []conch.Message{{Role: conch.RoleUser, Text: "go"}},
-		Env: conch.ToolEnv{User: user, Facts: h.facts, Progress: func(s string) { lines = append(lines, s) }},
+		Turn: 1,
+		Env:  conch.ToolEnv{Conversation: conv, User: user, Facts: h.facts, Progress: func(s string) { lines = append(lines, s) }},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -32,33 +32,33 @@ type turnRun struct {
 	answered string
 }
 
-// startTurn prepares a turn: the system prompt, the model's view (from the
-// store when the context is managed, else the given history), the event
-// sink and the provider's last token count.
+// startTurn prepares a turn: the system prompt, the model's view of the
+// conversation through this turn (from the store), the event sink and the
+// provider's last token count.
 func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
-	system, err := a.systemPrompt(ctx, in.Env)
-	if err != nil {
+	t := &turnRun{a: a, in: in, key: in.Env.Conversation}
+	if t.key.IsZero() || in.Turn <= 0 {
+		return nil, conch.Errorf(conch.KindInvalid, "run turn %d: no conversation or turn", in.Turn)
+	}
+	t.managed = a.opts.Context != nil && a.window() > 0
+	var err error
+	if t.view, err = a.loadView(ctx, t.key, in.Turn); err != nil {
 		return nil, err
 	}
-	t := &turnRun{a: a, in: in, key: in.Env.Conversation, system: system}
-	t.managed = a.opts.Context != nil && a.window() > 0 && t.key != (conch.ConversationKey{})
-	if t.managed {
-		if t.view, err = a.loadView(ctx, t.key); err != nil {
-			return nil, err
+	if !t.view.holdsTurn(in.Turn) {
+		return nil, fmt.Errorf("run turn %d: its message is not in the history of %s", in.Turn, t.key)
+	}
+	// A turn counts as answered only by its own stored final answer (one
+	// resumed after the answer was stored but before it was delivered):
+	// it has nothing left to compute.
+	if n := len(t.view.msgs); t.view.pos[n-1].Turn == in.Turn {
+		if last := t.view.msgs[n-1]; last.Role == conch.RoleAssistant && len(last.ToolCalls) == 0 && last.Text != "" {
+			t.answered = last.Text
+			return t, nil
 		}
 	}
-	if len(t.view.msgs) == 0 {
-		t.managed = false
-		t.view = contextView{msgs: repairHistory(in.History)}
-	}
-	if len(t.view.msgs) == 0 {
-		return nil, errors.New("run turn: empty history")
-	}
-	// A turn resumed after its answer was stored but before it was
-	// delivered has nothing left to compute.
-	if last := t.view.msgs[len(t.view.msgs)-1]; last.Role == conch.RoleAssistant && len(last.ToolCalls) == 0 && last.Text != "" {
-		t.answered = last.Text
-		return t, nil
+	if t.system, err = a.systemPrompt(ctx, in.Env); err != nil {
+		return nil, err
 	}
 	t.emit = in.Events
 	if t.emit == nil {
@@ -171,11 +171,11 @@ func (t *turnRun) answer(ctx context.Context, resp conch.ModelResponse) (done bo
 	if resp.StopReason == conch.StopMaxTokens {
 		msg.Text += "\n\n(The answer was cut off at the model's output limit.)"
 	}
-	if err := a.opts.Recorder.AppendMessage(ctx, t.in.Turn, msg); err != nil {
+	if err := a.opts.Store.AppendMessage(ctx, t.in.Turn, msg); err != nil {
 		return true, fmt.Errorf("record answer: %w", err)
 	}
 	if note, ok := a.preStop(ctx, t.in.Turn, t.env, msg.Text, &t.preStops); ok {
-		if err := a.opts.Recorder.AppendMessage(ctx, t.in.Turn, note); err != nil {
+		if err := a.opts.Store.AppendMessage(ctx, t.in.Turn, note); err != nil {
 			return true, fmt.Errorf("record pre-stop issues: %w", err)
 		}
 		t.add(msg)
@@ -193,7 +193,7 @@ func (t *turnRun) answer(ctx context.Context, resp conch.ModelResponse) (done bo
 func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Result, bool, error) {
 	a, turn := t.a, t.in.Turn
 	msg := conch.Message{Role: conch.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}
-	if err := a.opts.Recorder.AppendMessage(ctx, turn, msg); err != nil {
+	if err := a.opts.Store.AppendMessage(ctx, turn, msg); err != nil {
 		return t.res, true, fmt.Errorf("record tool calls: %w", err)
 	}
 	t.add(msg)
@@ -217,7 +217,7 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 		tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
 			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
 		}}
-		if err := a.opts.Recorder.AppendMessage(ctx, turn, tm); err != nil {
+		if err := a.opts.Store.AppendMessage(ctx, turn, tm); err != nil {
 			return t.res, true, fmt.Errorf("record tool result: %w", err)
 		}
 		t.add(tm)

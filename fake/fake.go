@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"sync"
 
 	"conch"
@@ -103,18 +104,58 @@ func (t *Tool) Run(ctx context.Context, env conch.ToolEnv, args json.RawMessage)
 	return t.Fn(ctx, env, args)
 }
 
-// Recorder keeps messages and steps in memory.
+// Recorder is an in-memory agent store of one conversation: the person's
+// messages are added with AddTurn, what turns append is kept in Messages
+// (and in the history), steps in Steps.
 type Recorder struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// Messages are the messages turns appended, in order.
 	Messages []conch.Message
 	Steps    []conch.Step
+	history  []recorded
 }
 
-// AppendMessage records m.
-func (r *Recorder) AppendMessage(_ context.Context, _ conch.TurnID, m conch.Message) error {
+type recorded struct {
+	turn conch.TurnID
+	msg  conch.Message
+}
+
+// AddTurn stores msgs as turn's messages: the person's message first, then
+// whatever the turn produced before (a turn resumed after a restart).
+func (r *Recorder) AddTurn(turn conch.TurnID, msgs ...conch.Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range msgs {
+		r.history = append(r.history, recorded{turn, m})
+	}
+}
+
+// ModelHistory returns the stored messages of turns up to through (0: all),
+// turn by turn in the order they were stored, without a summary.
+func (r *Recorder) ModelHistory(_ context.Context, _ conch.ConversationKey, through conch.TurnID) (conch.ModelHistory, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	idx := make([]int, 0, len(r.history))
+	for i, h := range r.history {
+		if through <= 0 || h.turn <= through {
+			idx = append(idx, i)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return r.history[idx[a]].turn < r.history[idx[b]].turn })
+	var h conch.ModelHistory
+	for _, i := range idx {
+		h.Messages = append(h.Messages, r.history[i].msg)
+		h.Pos = append(h.Pos, conch.HistoryPos{Turn: r.history[i].turn, Message: conch.MessageID(i + 1)})
+	}
+	return h, nil
+}
+
+// AppendMessage records m as a message of turn id.
+func (r *Recorder) AppendMessage(_ context.Context, id conch.TurnID, m conch.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Messages = append(r.Messages, m)
+	r.history = append(r.history, recorded{id, m})
 	return nil
 }
 

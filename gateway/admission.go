@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strings"
+	"sync"
 
 	"conch"
 )
@@ -123,28 +125,56 @@ func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, err
 		in.ReceivedAt = g.opts.Now()
 	}
 	in, refused := g.spool(ctx, in)
-	turn, dup, err := g.opts.Store.AddInbound(ctx, in)
-	if err != nil {
-		return conch.Turn{}, fmt.Errorf("store inbound: %w", err)
-	}
-	if dup {
-		g.log.Info("ignored redelivered message", "conversation", in.Key, "external_id", in.ExternalID, "turn", turn.ID)
-		return turn, nil
-	}
-	g.hub.Publish(ctx, in.Key, turn.ID, conch.MessageEvent{
-		Role: conch.RoleUser, Text: in.Text, Sender: in.Sender, Origin: in.Origin.Kind, Attachments: turn.Inbound.Attachments,
-	})
-	for _, why := range refused {
-		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: why, InReplyTo: in.ExternalID, Thread: in.Thread})
-	}
-	pos, err := g.enqueue(ctx, turn, true)
+	turn, pos, err := g.store(ctx, in)
 	if err != nil || pos == alreadyQueued {
 		return turn, err
+	}
+	for _, why := range refused {
+		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: why, InReplyTo: in.ExternalID, Thread: in.Thread})
 	}
 	if pos > 0 {
 		g.send(ctx, turn.ID, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: fmt.Sprintf("queued (position %d)", pos), InReplyTo: in.ExternalID, Thread: in.Thread})
 	}
 	return turn, nil
+}
+
+// store stores the message, which numbers its turn, and queues the turn,
+// both under its conversation's submission lock: however many senders write
+// at once, a conversation's queue holds its turns in turn-id (arrival)
+// order, the order in which the model sees them. A redelivered message
+// returns its existing turn and alreadyQueued.
+func (g *Gateway) store(ctx context.Context, in conch.Inbound) (conch.Turn, int, error) {
+	unlock := g.order.lock(in.Key)
+	defer unlock()
+	turn, dup, err := g.opts.Store.AddInbound(ctx, in)
+	if err != nil {
+		return conch.Turn{}, 0, fmt.Errorf("store inbound: %w", err)
+	}
+	if dup {
+		g.log.Info("ignored redelivered message", "conversation", in.Key, "external_id", in.ExternalID, "turn", turn.ID)
+		return turn, alreadyQueued, nil
+	}
+	g.hub.Publish(ctx, in.Key, turn.ID, conch.MessageEvent{
+		Role: conch.RoleUser, Text: in.Text, Sender: in.Sender, Origin: in.Origin.Kind, Attachments: turn.Inbound.Attachments,
+	})
+	pos, err := g.enqueue(ctx, turn, true)
+	return turn, pos, err
+}
+
+// orderLocks serialise storing and queueing within a conversation. They are
+// striped (a fixed set of mutexes picked by the key's hash), so nothing grows
+// with the number of conversations; two conversations sharing a stripe only
+// take turns at storing a message.
+type orderLocks [64]sync.Mutex
+
+func (o *orderLocks) lock(key conch.ConversationKey) (unlock func()) {
+	h := fnv.New32a()
+	h.Write([]byte(key.Channel))
+	h.Write([]byte{0})
+	h.Write([]byte(key.ID))
+	m := &o[h.Sum32()%uint32(len(o))]
+	m.Lock()
+	return m.Unlock
 }
 
 // inboxDir is where received files land in a workspace.

@@ -23,7 +23,7 @@ func benchEnv(b *testing.B) (*Gateway, *fake.Channel, func()) {
 	model := &fake.Model{Func: func(_ context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
 		return conch.ModelResponse{Text: "re: " + req.Messages[len(req.Messages)-1].Text, StopReason: conch.StopEnd}, nil
 	}}
-	ag, err := agent.New(agent.Options{Model: model, Recorder: db, Facts: db})
+	ag, err := agent.New(agent.Options{Model: model, Store: db, Facts: db})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestStatusShowsContext(t *testing.T) {
 	if err := e.db.FinishTurn(ctx, turn.ID, conch.TurnDone, ""); err != nil {
 		t.Fatal(err)
 	}
-	v, err := e.db.ModelHistory(ctx, key)
+	v, err := e.db.ModelHistory(ctx, key, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,7 +26,6 @@ type Store interface {
 	StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnStatus, reason string) error
 	UnfinishedTurns(ctx context.Context) ([]conch.Turn, error)
-	History(ctx context.Context, key conch.ConversationKey) ([]conch.Message, error)
 	ResetConversation(ctx context.Context, key conch.ConversationKey) error
 	// Cursor and SetCursor remember handled commands (see seenCommand).
 	Cursor(ctx context.Context, name string) (string, error)
@@ -98,9 +98,15 @@ type Gateway struct {
 	// with a new store; a homeserver remembers transaction ids).
 	salt string
 
+	// order serialises storing and queueing a conversation's messages.
+	order orderLocks
+
 	mu    sync.Mutex
 	ctx   context.Context // lifetime of Run; nil before Run
-	convs map[conch.ConversationKey]*conversation
+	// resuming holds the workers back while Run queues the turns a
+	// previous run left, so a message stored meanwhile waits its turn.
+	resuming bool
+	convs    map[conch.ConversationKey]*conversation
 	wg    sync.WaitGroup // running workers
 	idle  *sync.Cond     // signalled when a worker ends
 }
@@ -190,6 +196,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 		return errors.New("gateway: already running")
 	}
 	g.ctx = ctx
+	g.resuming = true
 	g.mu.Unlock()
 
 	if err := g.loadSalt(ctx); err != nil {
@@ -200,11 +207,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 	}
 	if err := g.resume(ctx); err != nil {
 		if ctx.Err() != nil {
-			g.wg.Wait()
 			return nil
 		}
 		return err
 	}
+	g.startWorkers()
 	errc := make(chan error, len(g.channels))
 	for _, ch := range g.channels {
 		go func() {
@@ -254,6 +261,19 @@ func (g *Gateway) busyLocked() bool {
 		}
 	}
 	return false
+}
+
+// startWorkers ends the resume phase: every conversation with queued turns
+// gets its worker.
+func (g *Gateway) startWorkers() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.resuming = false
+	for _, c := range g.convs {
+		if len(c.queue) > 0 && !c.busy {
+			c.start()
+		}
+	}
 }
 
 // resume queues the turns a previous run left unfinished, oldest first.
@@ -309,11 +329,17 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 			return alreadyQueued, nil
 		}
 	}
-	c.queue = append(c.queue, t)
-	if c.busy {
+	// Turns run in turn-id (arrival) order: a resumed turn may be queued
+	// after a newer one that was submitted while resume read the store.
+	i := slices.IndexFunc(c.queue, func(q conch.Turn) bool { return q.ID > t.ID })
+	if i < 0 {
+		i = len(c.queue)
+	}
+	c.queue = slices.Insert(c.queue, i, t)
+	if c.busy || g.resuming {
 		// A turn whose answer is already out is only being recorded: the
 		// message does not wait behind it in any way worth a notice.
-		pos := len(c.queue)
+		pos := i + 1
 		if c.cur == nil || c.cur.answered {
 			pos--
 		}
@@ -321,9 +347,7 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 		return pos, nil
 	}
 	pending(0)
-	c.busy = true
-	g.wg.Add(1)
-	go c.work(g.ctx)
+	c.start()
 	return 0, nil
 }
 

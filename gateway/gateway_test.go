@@ -42,7 +42,7 @@ func newEnvWith(t *testing.T, db *sqlite.DB, opt func(*Options)) *env {
 		db = sqlitetest.MustOpenMemory(t)
 	}
 	e := &env{t: t, db: db, model: &fake.Model{}, ch: fake.NewChannel(cli)}
-	ag, err := agent.New(agent.Options{Model: e.model, Recorder: db, Facts: db, Tools: []conch.Tool{
+	ag, err := agent.New(agent.Options{Model: e.model, Store: db, Facts: db, Tools: []conch.Tool{
 		&fake.Tool{Name: "echo", Fn: func(_ context.Context, _ conch.ToolEnv, a json.RawMessage) (conch.ToolOutput, error) {
 			return conch.ToolOK(string(a)), nil
 		}},

@@ -49,6 +49,13 @@ type running struct {
 	answered bool
 }
 
+// start runs the conversation's worker; the caller holds g.mu.
+func (c *conversation) start() {
+	c.busy = true
+	c.g.wg.Add(1)
+	go c.work(c.g.ctx)
+}
+
 // work runs queued turns one after the other until the queue is empty.
 func (c *conversation) work(ctx context.Context) {
 	g := c.g
@@ -128,15 +135,6 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning, Attempt: t.Attempts})
 	c.deliverFiles(ctx, t, log)
 	var res agent.Result
-	history, err := g.opts.Store.History(ctx, c.key)
-	if err != nil {
-		c.fail(ctx, t, log, fmt.Errorf("load history: %w", err))
-		return
-	}
-	if len(history) == 0 {
-		c.fail(ctx, t, log, errors.New("load history: the turn's own message is missing"))
-		return
-	}
 
 	stopTyping := c.typing(ctx)
 	// Turn hooks (hook/): pre-turn here, post-turn once the turn ended.
@@ -150,8 +148,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 		prog.add(d)
 	}
 	res, err = g.opts.Agent.Run(ctx, agent.Input{
-		Turn:    t.ID,
-		History: history,
+		Turn: t.ID,
 		Env: conch.ToolEnv{
 			Conversation: c.key,
 			User:         conch.UserKey{Channel: c.key.Channel, ID: t.Inbound.Sender},

@@ -121,11 +121,13 @@ func TestPreStopIssuesReachTheModelAtMostTwice(t *testing.T) {
 
 		model := &fake.Model{}
 		model.Push(fake.Text("done"), fake.Text("done, really"), fake.Text("done, truly"), fake.Text("never asked"))
-		ag, err := agent.New(agent.Options{Model: model, Recorder: &fake.Recorder{}, PreStop: r.PreStop})
+		rec := &fake.Recorder{}
+		rec.AddTurn(3, conch.Message{Role: conch.RoleUser, Text: "fix it"})
+		ag, err := agent.New(agent.Options{Model: model, Store: rec, PreStop: r.PreStop})
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := ag.Run(t.Context(), agent.Input{Turn: 3, History: []conch.Message{{Role: conch.RoleUser, Text: "fix it"}},
+		res, err := ag.Run(t.Context(), agent.Input{Turn: 3,
 			Env: conch.ToolEnv{Conversation: key, Sandboxes: provider{sb}}})
 		if err != nil {
 			t.Fatal(err)

@@ -41,7 +41,7 @@ func start(t *testing.T, path string, model *fake.Model) *world {
 	}
 	w := &world{db: db, model: model, ch: fake.NewChannel(conch.ChannelCLI)}
 	st := &tool.Schedule{}
-	ag, err := agent.New(agent.Options{Model: model, Recorder: db, Facts: db, Tools: []conch.Tool{st}})
+	ag, err := agent.New(agent.Options{Model: model, Store: db, Facts: db, Tools: []conch.Tool{st}})
 	if err != nil {
 		t.Fatal(err)
 	}

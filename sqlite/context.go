@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 
 	"conch"
 )
@@ -19,13 +20,15 @@ const (
 		WHERE c.channel = ? AND c.key_id = ?
 		ORDER BY s.id DESC LIMIT 1`
 
-	// sqlModelHistory is sqlHistory after a position (turn, message).
+	// sqlModelHistory is sqlHistory after a position (turn, message) and
+	// through a turn: a turn's view never holds a later turn's messages.
 	sqlModelHistory = `SELECT m.role, m.text, m.tool_calls, m.tool_result,
-		CASE WHEN m.role = 'user' THEN t.attachments ELSE '' END, m.turn_id, m.id
+		CASE WHEN m.role = 'user' AND m.note = 0 THEN t.attachments ELSE '' END, m.note, m.turn_id, m.id
 		FROM conversations c
 		JOIN messages m ON m.conversation_id = c.id AND m.generation = c.generation
 		JOIN turns t ON t.id = m.turn_id
 		WHERE c.channel = ? AND c.key_id = ? AND t.status != 'pending' AND (m.turn_id, m.id) > (?, ?)
+			AND m.turn_id <= ?
 		ORDER BY m.turn_id, m.id`
 
 	sqlAddSummary = `INSERT INTO context_summaries (conversation_id, generation, through_turn, through_message,
@@ -45,10 +48,11 @@ const (
 		FROM conversations c WHERE c.channel = ? AND c.key_id = ?`
 )
 
-// ModelHistory returns what the model sees of a conversation: its newest
-// summary since the last reset and the started turns' messages after it.
-// Without a summary it holds the same messages as History.
-func (d *DB) ModelHistory(ctx context.Context, key conch.ConversationKey) (conch.ModelHistory, error) {
+// ModelHistory returns what the model sees of a conversation in turn
+// through: its newest summary since the last reset and the started turns'
+// messages after it, up to and including through's (0: every turn). Without
+// a summary and with through 0 it holds the same messages as History.
+func (d *DB) ModelHistory(ctx context.Context, key conch.ConversationKey, through conch.TurnID) (conch.ModelHistory, error) {
 	var h conch.ModelHistory
 	if err := validKey(key); err != nil {
 		return h, fmt.Errorf("model history: %w", err)
@@ -58,7 +62,11 @@ func (d *DB) ModelHistory(ctx context.Context, key conch.ConversationKey) (conch
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return h, fmt.Errorf("model history of %s: summary: %w", key, err)
 	}
-	rows, err := d.rs.modelHistory.QueryContext(ctx, key.Channel, key.ID, s.Through.Turn, s.Through.Message)
+	last := int64(through)
+	if last <= 0 {
+		last = math.MaxInt64
+	}
+	rows, err := d.rs.modelHistory.QueryContext(ctx, key.Channel, key.ID, s.Through.Turn, s.Through.Message, last)
 	if err != nil {
 		return h, fmt.Errorf("model history of %s: %w", key, err)
 	}
@@ -68,7 +76,7 @@ func (d *DB) ModelHistory(ctx context.Context, key conch.ConversationKey) (conch
 		var p conch.HistoryPos
 		var calls, result sql.NullString
 		var atts string
-		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &atts, &p.Turn, &p.Message); err != nil {
+		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &atts, &m.Note, &p.Turn, &p.Message); err != nil {
 			return h, fmt.Errorf("model history of %s: %w", key, err)
 		}
 		if atts != "" {

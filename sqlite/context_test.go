@@ -32,7 +32,7 @@ func TestModelHistoryAfterSummary(t *testing.T) {
 	}
 	must(db.StartTurn(ctx, t2.ID)).ok(t)
 
-	v := must(db.ModelHistory(ctx, roomA)).ok(t)
+	v := must(db.ModelHistory(ctx, roomA, 0)).ok(t)
 	full := must(db.History(ctx, roomA)).ok(t)
 	if len(v.Messages) != 5 || len(full) != 5 || len(v.Pos) != 5 || v.Summary.Text != "" {
 		t.Fatalf("without a summary: view %d messages (%d positions, summary %q), History %d; want 5 each", len(v.Messages), len(v.Pos), v.Summary.Text, len(full))
@@ -52,7 +52,7 @@ func TestModelHistoryAfterSummary(t *testing.T) {
 	if err := db.AddSummary(ctx, roomA, s); err != nil {
 		t.Fatal(err)
 	}
-	v = must(db.ModelHistory(ctx, roomA)).ok(t)
+	v = must(db.ModelHistory(ctx, roomA, 0)).ok(t)
 	if v.Summary != s || len(v.Messages) != 1 || v.Messages[0].Text != "second" {
 		t.Fatalf("after the summary: %+v, %d messages %+v", v.Summary, len(v.Messages), v.Messages)
 	}
@@ -72,7 +72,7 @@ func TestModelHistoryAfterSummary(t *testing.T) {
 	if err := db.ResetConversation(ctx, roomA); err != nil {
 		t.Fatal(err)
 	}
-	if v := must(db.ModelHistory(ctx, roomA)).ok(t); v.Summary.Text != "" || len(v.Messages) != 0 {
+	if v := must(db.ModelHistory(ctx, roomA, 0)).ok(t); v.Summary.Text != "" || len(v.Messages) != 0 {
 		t.Errorf("after a reset the view is %+v", v)
 	}
 	if st := must(db.ContextStatus(ctx, roomA)).ok(t); st != (conch.ContextStatus{}) {

@@ -11,7 +11,7 @@ import (
 
 // sqlTurnMessages: one turn's messages in order, through messages_history
 // (conversation, generation and turn taken from the turn).
-const sqlTurnMessages = `SELECT m.role, m.text, m.tool_calls, m.tool_result, m.created_at
+const sqlTurnMessages = `SELECT m.role, m.text, m.tool_calls, m.tool_result, m.note, m.created_at
 	FROM turns t
 	CROSS JOIN messages m ON m.conversation_id = t.conversation_id AND m.generation = t.generation AND m.turn_id = t.id
 	WHERE t.id = ?
@@ -36,7 +36,7 @@ func (d *DB) TurnMessages(ctx context.Context, id conch.TurnID) ([]TurnMessage, 
 		var m TurnMessage
 		var calls, result sql.NullString
 		var at int64
-		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &at); err != nil {
+		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &m.Note, &at); err != nil {
 			return nil, fmt.Errorf("messages of turn %d: %w", id, err)
 		}
 		if err := decodeMessage(&m.Message, calls, result); err != nil {

@@ -35,7 +35,7 @@ const (
 		t.origin_kind, t.origin_ref, t.attachments
 		FROM turns t
 		CROSS JOIN conversations c ON c.id = t.conversation_id
-		CROSS JOIN messages m ON m.turn_id = t.id AND m.role = 'user'`
+		CROSS JOIN messages m ON m.turn_id = t.id AND m.role = 'user' AND m.note = 0`
 	sqlTurnByID         = sqlSelectTurn + ` WHERE t.id = ?`
 	sqlTurnByExternalID = sqlSelectTurn + ` WHERE t.channel = ? AND t.external_id = ? AND t.external_id != ''`
 	sqlUnfinishedTurns  = sqlSelectTurn + ` WHERE t.status IN ('pending', 'running') ORDER BY t.id`
@@ -46,14 +46,14 @@ const (
 
 	// sqlAppendMessage copies conversation and generation from the turn, so
 	// a message of a turn from before a reset stays hidden with its turn.
-	sqlAppendMessage = `INSERT INTO messages (conversation_id, turn_id, generation, role, text, tool_calls, tool_result, created_at)
-		SELECT conversation_id, id, generation, ?, ?, ?, ?, ? FROM turns WHERE id = ?`
+	sqlAppendMessage = `INSERT INTO messages (conversation_id, turn_id, generation, role, text, tool_calls, tool_result, note, created_at)
+		SELECT conversation_id, id, generation, ?, ?, ?, ?, ?, ? FROM turns WHERE id = ?`
 
 	// sqlHistory: the current generation only, turn by turn (the user message
 	// has the smallest id of its turn), and not the messages of turns that
 	// have not started: they are queued, not yet part of the conversation.
 	sqlHistory = `SELECT m.role, m.text, m.tool_calls, m.tool_result,
-		CASE WHEN m.role = 'user' THEN t.attachments ELSE '' END
+		CASE WHEN m.role = 'user' AND m.note = 0 THEN t.attachments ELSE '' END, m.note
 		FROM conversations c
 		JOIN messages m ON m.conversation_id = c.id AND m.generation = c.generation
 		JOIN turns t ON t.id = m.turn_id
@@ -166,7 +166,7 @@ func (d *DB) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
-	res, err := d.ws.appendMessage.ExecContext(ctx, m.Role, m.Text, calls, result, millis(d.now()), id)
+	res, err := d.ws.appendMessage.ExecContext(ctx, m.Role, m.Text, calls, result, m.Note, millis(d.now()), id)
 	err = d.diskFull(err)
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
@@ -197,7 +197,7 @@ func (d *DB) History(ctx context.Context, key conch.ConversationKey) ([]conch.Me
 		var m conch.Message
 		var calls, result sql.NullString
 		var atts string
-		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &atts); err != nil {
+		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &atts, &m.Note); err != nil {
 			return nil, fmt.Errorf("history of %s: %w", key, err)
 		}
 		if atts != "" {
@@ -374,7 +374,14 @@ func encodeMessage(m conch.Message) (calls, result sql.NullString, err error) {
 			return calls, result, conch.Errorf(conch.KindInvalid, "a tool message cannot carry tool calls")
 		}
 	case conch.RoleUser:
-		return calls, result, conch.Errorf(conch.KindInvalid, "user messages are stored by AddInbound, not appended")
+		// The person's message is stored by AddInbound with its turn; a turn
+		// may add only conch's own notes in the user's role.
+		if !m.Note {
+			return calls, result, conch.Errorf(conch.KindInvalid, "user messages are stored by AddInbound, not appended (only notes are)")
+		}
+		if len(m.ToolCalls) > 0 || m.ToolResult != nil {
+			return calls, result, conch.Errorf(conch.KindInvalid, "a note carries text only")
+		}
 	default:
 		return calls, result, conch.Errorf(conch.KindInvalid, "message role %q is not assistant or tool", m.Role)
 	}

@@ -272,7 +272,7 @@ func (s *chatSession) history(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("history: %w", err)
 		}
 		for _, m := range msgs {
-			if (m.Role != conch.RoleUser && m.Role != conch.RoleAssistant) || strings.TrimSpace(m.Text) == "" {
+			if (m.Role != conch.RoleUser && m.Role != conch.RoleAssistant) || m.Note || strings.TrimSpace(m.Text) == "" {
 				continue
 			}
 			hm := historyMessage{Role: m.Role, Text: m.Text}

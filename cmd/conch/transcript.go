@@ -85,6 +85,7 @@ type transcriptEntry struct {
 	Origin     conch.OriginKind    `json:"origin,omitempty"`
 	Role       conch.Role          `json:"role,omitempty"`
 	Text       string              `json:"text,omitempty"`
+	Note       bool                `json:"note,omitempty"`
 	ToolCalls  []transcriptCall    `json:"tool_calls,omitempty"`
 	ToolResult *transcriptResult   `json:"tool_result,omitempty"`
 	Detail     json.RawMessage     `json:"detail,omitempty"`
@@ -169,7 +170,7 @@ func mergeTranscript(t conch.Turn, ms []sqlite.TurnMessage, steps []conch.Step) 
 				takeStep = s.Kind != conch.StepToolCall || m.Role == conch.RoleTool
 			}
 			// The user message opens the turn whatever the clocks say.
-			if m.Role == conch.RoleUser {
+			if m.Role == conch.RoleUser && !m.Note {
 				takeStep = false
 			}
 		}
@@ -181,7 +182,7 @@ func mergeTranscript(t conch.Turn, ms []sqlite.TurnMessage, steps []conch.Step) 
 		}
 		m := ms[i]
 		i++
-		e := transcriptEntry{Turn: t.ID, At: m.At, Type: "message", Role: m.Role, Text: m.Text, message: &m}
+		e := transcriptEntry{Turn: t.ID, At: m.At, Type: "message", Role: m.Role, Text: m.Text, Note: m.Note, message: &m}
 		for _, c := range m.ToolCalls {
 			e.ToolCalls = append(e.ToolCalls, transcriptCall{ID: c.ID, Name: c.Name, Arguments: string(c.Arguments)})
 		}
@@ -247,6 +248,10 @@ func writeTurnMD(b *strings.Builder, t transcriptTurn) {
 func writeMessageMD(b *strings.Builder, e transcriptEntry, at string, sender conch.UserID) {
 	switch e.Role {
 	case conch.RoleUser:
+		if e.Note {
+			fmt.Fprintf(b, "\n**conch note** · %s\n\n%s\n", at, quoteMD(e.Text))
+			break
+		}
 		fmt.Fprintf(b, "\n**user** %s · %s\n\n%s\n", sender, at, quoteMD(e.Text))
 	case conch.RoleAssistant:
 		if e.Text != "" {

@@ -207,7 +207,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		Model:         model,
 		Tools:         ts,
 		Skills:        d.skillsPrompt,
-		Recorder:      d.db,
+		Store:         d.db,
 		Facts:         d.db,
 		SystemPrompt:  ac.SystemPrompt,
 		MaxTokens:     d.cfg.Model.MaxTokens,

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"conch/internal/testenv"
+	"conch/internal/testenv/fakellm"
+)
+
+// webClient is a logged-in HTTP client of `conch up`'s web chat, as a page
+// would be: the session cookie from a login link of `conch web url`.
+type webClient struct {
+	base   string
+	client *http.Client
+}
+
+func webLogin(t *testing.T, env []string, base string) *webClient {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &webClient{base: base, client: &http.Client{Jar: jar}}
+	resp, err := c.client.Get(webURL(t, env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("login: %s", resp.Status)
+	}
+	return c
+}
+
+// newConversation makes a web conversation and returns its id.
+func (c *webClient) newConversation(t *testing.T) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", c.base+"/api/conversations", strings.NewReader(`{}`))
+	req.Header.Set("Origin", c.base)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var conv struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&conv); err != nil || conv.ID == "" {
+		t.Fatalf("new conversation: %s, %v", resp.Status, err)
+	}
+	return conv.ID
+}
+
+// socket opens the conversation's chat socket, following its events from
+// the first.
+func (c *webClient) socket(t *testing.T, ctx context.Context, id string) *websocket.Conn {
+	t.Helper()
+	u := "ws" + strings.TrimPrefix(c.base, "http") + "/api/chat?c=" + id + "&after=0"
+	conn, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.client, HTTPHeader: http.Header{"Origin": {c.base}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadLimit(1 << 22)
+	t.Cleanup(func() { conn.CloseNow() })
+	return conn
+}
+
+// wireEvent is a chat socket's event frame as the page reads it.
+type wireEvent struct {
+	Type  string `json:"type"`
+	Event *struct {
+		Turn int64  `json:"turn"`
+		Seq  int64  `json:"seq"`
+		Type string `json:"type"`
+		Data struct {
+			Role   string `json:"role"`
+			Text   string `json:"text"`
+			Status string `json:"status"`
+		} `json:"data"`
+	} `json:"event"`
+}
+
+// TestWebConcurrentSendersEachAnsweredByOwnTurn: many browser tabs send one
+// message each to one conversation at the same moment, through the real
+// binary and its SQLite store. Every message is answered by the model in its
+// own turn, with its own reply, once, and the turns run in arrival (turn
+// id) order. (Before the turn seam was fixed, turns could be queued out of
+// order and a turn whose view ended with a later turn's answer returned that
+// answer without asking the model.)
+func TestWebConcurrentSendersEachAnsweredByOwnTurn(t *testing.T) {
+	testenv.Short(t)
+	const senders = 24
+	srv := fakellm.New(t)
+	srv.Handle(func(r fakellm.Request) fakellm.Reply { return fakellm.Text("re: " + r.LastUserText()) })
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), "CONCH_GATEWAY_LISTEN="+addr)
+	base := "http://" + addr
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "Web chat: open http://"+addr+"/login?token=")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wc := webLogin(t, env, base)
+	id := wc.newConversation(t)
+	watch := wc.socket(t, ctx, id)
+	tabs := make([]*websocket.Conn, senders)
+	for i := range tabs {
+		tabs[i] = wc.socket(t, ctx, id)
+	}
+	// Every tab sends at the same moment.
+	var start, sent sync.WaitGroup
+	start.Add(1)
+	for i, conn := range tabs {
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			start.Wait()
+			f, _ := json.Marshal(map[string]string{"type": "send", "id": fmt.Sprint("tab", i), "text": fmt.Sprint("message ", i)})
+			if err := conn.Write(ctx, websocket.MessageText, f); err != nil {
+				t.Errorf("tab %d: %v", i, err)
+			}
+		}()
+	}
+	start.Done()
+	sent.Wait()
+
+	userOf := map[int64]string{}    // turn → its message
+	answerOf := map[int64][]string{} // turn → its answers
+	var answerOrder []int64
+	for len(answerOrder) < senders {
+		_, data, err := watch.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(answerOrder), err)
+		}
+		var f wireEvent
+		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" || f.Event == nil || f.Event.Type != "message" {
+			continue
+		}
+		switch e := f.Event; e.Data.Role {
+		case "user":
+			userOf[e.Turn] = e.Data.Text
+		case "assistant":
+			answerOf[e.Turn] = append(answerOf[e.Turn], e.Data.Text)
+			answerOrder = append(answerOrder, e.Turn)
+		}
+	}
+	if len(userOf) != senders {
+		t.Errorf("%d messages stored as turns, want %d", len(userOf), senders)
+	}
+	for turn, text := range userOf {
+		if got := answerOf[turn]; len(got) != 1 || got[0] != "re: "+text {
+			t.Errorf("turn %d (%q) answered %q, want once with %q", turn, text, got, "re: "+text)
+		}
+	}
+	if !slices.IsSorted(answerOrder) {
+		t.Errorf("turns answered in the order %v, want arrival (turn id) order", answerOrder)
+	}
+	if n := srv.Count(); n != senders {
+		t.Errorf("the model was asked %d times for %d messages", n, senders)
+	}
+}
