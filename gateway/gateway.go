@@ -101,14 +101,14 @@ type Gateway struct {
 	// order serialises storing and queueing a conversation's messages.
 	order orderLocks
 
-	mu    sync.Mutex
-	ctx   context.Context // lifetime of Run; nil before Run
+	mu  sync.Mutex
+	ctx context.Context // lifetime of Run; nil before Run
 	// resuming holds the workers back while Run queues the turns a
 	// previous run left, so a message stored meanwhile waits its turn.
 	resuming bool
 	convs    map[conch.ConversationKey]*conversation
-	wg    sync.WaitGroup // running workers
-	idle  *sync.Cond     // signalled when a worker ends
+	wg       sync.WaitGroup // running workers
+	idle     *sync.Cond     // signalled when a worker ends
 }
 
 // seenCommand reports whether the command was handled before, and

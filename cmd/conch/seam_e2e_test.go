@@ -131,7 +131,7 @@ func TestWebConcurrentSendersEachAnsweredByOwnTurn(t *testing.T) {
 	start.Done()
 	sent.Wait()
 
-	userOf := map[int64]string{}    // turn → its message
+	userOf := map[int64]string{}     // turn → its message
 	answerOf := map[int64][]string{} // turn → its answers
 	var answerOrder []int64
 	for len(answerOrder) < senders {
