@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"conch/internal/testenv"
+	"conch/internal/testenv/engine"
 	"conch/internal/testenv/fakellm"
 )
 
@@ -165,4 +168,76 @@ func TestWebConcurrentSendersEachAnsweredByOwnTurn(t *testing.T) {
 	if n := srv.Count(); n != senders {
 		t.Errorf("the model was asked %d times for %d messages", n, senders)
 	}
+}
+
+// TestChatHooksThroughTheStore drives the turn hooks through the real
+// binary, a real sandbox and the SQLite store: a pre-stop hook that reports
+// an open issue has it handed back to the model (stored as a note), the
+// model addresses it, the turn is answered, and the conversation goes on
+// (before, the store refused the note and every later turn failed); the
+// pre-turn and post-turn hooks see their turn and its status.
+func TestChatHooksThroughTheStore(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	instance := "hk" + randomHex(t)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), engineEnv(t, e, instance)...)
+	instanceContainers(t, e.Client(t), instance)
+
+	const setup = `set -e; h=/workspace/.conch/hooks; mkdir -p $h/pre-turn $h/pre-stop $h/post-turn
+printf '#!/bin/sh\necho "pre $CONCH_TURN" >> /workspace/hooks.log\n' > $h/pre-turn/10-log
+printf '#!/bin/sh\n[ -e /workspace/fixed ] || echo "tests fail: TestParse"\n' > $h/pre-stop/10-tests
+printf '#!/bin/sh\necho "post $CONCH_TURN $CONCH_TURN_STATUS" >> /workspace/hooks.log\n' > $h/post-turn/10-log
+chmod +x $h/*/10-*`
+	args, _ := json.Marshal(map[string]string{"path": "setup.sh", "content": setup})
+	srv.Push(
+		fakellm.ToolCall("write_file", string(args)),
+		fakellm.ToolCall("bash", `{"command":"bash /workspace/setup.sh"}`),
+		fakellm.Text("Hooks installed, all done."),
+		// The pre-stop hook's issue comes back: fix it, answer again.
+		fakellm.ToolCall("bash", `{"command":"touch /workspace/fixed"}`),
+		fakellm.Text("Fixed TestParse."),
+		// The next turn works, and sees what the hooks wrote.
+		fakellm.ToolCall("bash", `{"command":"cat /workspace/hooks.log"}`),
+		fakellm.Text("Read the log."),
+	)
+	p := startConch(t, env, "chat")
+	if got := p.sayWithin(t, "install the hooks", 3*time.Minute); got != "Fixed TestParse." {
+		if reqs := srv.Requests(); len(reqs) > 2 {
+			t.Logf("the setup said: %+v", reqs[2].ToolResults())
+		}
+		t.Fatalf("reply %q, want the answer given after the pre-stop issue; stderr:\n%s", got, p.stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 5 {
+		t.Fatalf("%d model requests, want 5", len(reqs))
+	}
+	note := reqs[3].Messages[len(reqs[3].Messages)-1]
+	if note.Role != "user" || !strings.Contains(note.Text, "[conch pre-stop check]") || !strings.Contains(note.Text, "tests fail: TestParse") {
+		t.Fatalf("fourth request ends with %+v, want the pre-stop issue as a user note", note)
+	}
+	if got := p.sayWithin(t, "show the hooks log", 2*time.Minute); got != "Read the log." {
+		t.Fatalf("second turn: reply %q; stderr:\n%s", got, p.stderr)
+	}
+	p.finish(t)
+	// Turn 1's pre-turn hook ran before the hooks existed; its post-turn
+	// hook and the second turn's pre-turn hook did run.
+	log := lastToolResult(t, srv)
+	if !strings.Contains(log, "post 1 normal") || !strings.Contains(log, "pre 2") {
+		t.Fatalf("hooks log %q, want turn 1's post-turn (normal) and turn 2's pre-turn entries", log)
+	}
+	out, errOut, code := conchRun(t, env, "transcript cli:local")
+	if code != 0 || !strings.Contains(out, "conch note") || !strings.Contains(out, "tests fail: TestParse") {
+		t.Fatalf("transcript (exit %d, stderr %q) lacks the pre-stop note:\n%s", code, errOut, out)
+	}
+}
+
+func randomHex(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
