@@ -241,3 +241,104 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// TestUpWakesAndSendersAtOnce: scheduled wakes (which enter through the
+// gateway's Submit) and people writing in the web chat reach one
+// conversation at the same moment, through `conch up` and its store. Every
+// message is answered by its own turn, once, in arrival order.
+func TestUpWakesAndSendersAtOnce(t *testing.T) {
+	testenv.Short(t)
+	const wakes, senders = 6, 6
+	srv := fakellm.New(t)
+	at := time.Now().Add(6 * time.Second).UTC().Truncate(time.Second)
+	srv.Handle(func(r fakellm.Request) fakellm.Reply {
+		last := r.Messages[len(r.Messages)-1]
+		switch {
+		case len(last.ToolResults) > 0:
+			return fakellm.Text("scheduled")
+		case r.LastUserText() == "set the wakes":
+			calls := make([]fakellm.Call, wakes)
+			for i := range calls {
+				args, _ := json.Marshal(map[string]string{"action": "at", "time": at.Format(time.RFC3339), "message": fmt.Sprint("wake ", i)})
+				calls[i] = fakellm.Call{Name: "schedule", Args: args}
+			}
+			return fakellm.ToolCalls(calls...)
+		}
+		return fakellm.Text("re: " + r.LastUserText())
+	})
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), "CONCH_GATEWAY_LISTEN="+addr, "CONCH_SCHEDULE_ENABLED=true")
+	base := "http://" + addr
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "Web chat: open http://"+addr+"/login?token=")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wc := webLogin(t, env, base)
+	id := wc.newConversation(t)
+	watch := wc.socket(t, ctx, id)
+	tabs := make([]*websocket.Conn, senders+1)
+	for i := range tabs {
+		tabs[i] = wc.socket(t, ctx, id)
+	}
+	send := func(conn *websocket.Conn, id, text string) {
+		f, _ := json.Marshal(map[string]string{"type": "send", "id": id, "text": text})
+		if err := conn.Write(ctx, websocket.MessageText, f); err != nil {
+			t.Errorf("send %q: %v", text, err)
+		}
+	}
+	send(tabs[senders], "setup", "set the wakes")
+	// The people write at the moment the wakes fire.
+	time.Sleep(time.Until(at))
+	var sent sync.WaitGroup
+	for i, conn := range tabs[:senders] {
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			send(conn, fmt.Sprint("tab", i), fmt.Sprint("message ", i))
+		}()
+	}
+	sent.Wait()
+
+	const total = 1 + wakes + senders
+	userOf := map[int64]string{}
+	answerOf := map[int64][]string{}
+	var answerOrder []int64
+	for len(answerOrder) < total {
+		_, data, err := watch.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(answerOrder), err)
+		}
+		var f wireEvent
+		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" || f.Event == nil || f.Event.Type != "message" {
+			continue
+		}
+		switch e := f.Event; e.Data.Role {
+		case "user":
+			userOf[e.Turn] = e.Data.Text
+		case "assistant":
+			answerOf[e.Turn] = append(answerOf[e.Turn], e.Data.Text)
+			answerOrder = append(answerOrder, e.Turn)
+		}
+	}
+	woke := 0
+	for turn, text := range userOf {
+		want := "re: " + text
+		if text == "set the wakes" {
+			want = "scheduled"
+		}
+		if strings.HasPrefix(text, "[Scheduled wake ") {
+			woke++
+		}
+		if got := answerOf[turn]; len(got) != 1 || got[0] != want {
+			t.Errorf("turn %d (%q) answered %q, want once with %q", turn, text, got, want)
+		}
+	}
+	if len(userOf) != total || woke != wakes {
+		t.Errorf("%d turns (%d wakes), want %d (%d wakes)", len(userOf), woke, total, wakes)
+	}
+	if !slices.IsSorted(answerOrder) {
+		t.Errorf("turns answered in the order %v, want arrival (turn id) order", answerOrder)
+	}
+}
