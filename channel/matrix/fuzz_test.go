@@ -40,6 +40,9 @@ func FuzzEvent(f *testing.F) {
 		if err := json.Unmarshal(raw, &evt); err != nil {
 			return
 		}
+		if evt.RoomID == "" {
+			evt.RoomID = "!r:x" // a sync gives each timeline under its room's id
+		}
 		c := &Channel{
 			opts:    Options{MaxInboundBytes: 4096, MentionOnly: true},
 			log:     slog.New(slog.DiscardHandler),
