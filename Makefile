@@ -8,7 +8,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages with concurrency, run under the race detector (which needs cgo).
 RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/... ./obs/metrics/...
 
-.PHONY: build test race vet tidy-check staticcheck check fmt bench chaos clean
+.PHONY: build test race vet tidy-check staticcheck check fmt bench chaos fuzz clean
 
 build:
 	$(GO) build -tags $(TAGS) -o bin/conch ./cmd/conch
@@ -51,6 +51,28 @@ chaos:
 bench:
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 2s ./gateway/ ./sandbox/... ./terminal/...
 	$(GO) test -tags $(TAGS) -run '^$$' -bench BenchmarkWeb -benchtime 200x ./cmd/conch/
+
+# Fuzzing every parser of outside input: one `go test -fuzz` run per target
+# (Go fuzzes one target per run), FUZZTIME each. The seed corpora (f.Add and
+# testdata/fuzz/) already run with every `go test`; this explores past them,
+# and a crash it finds is written to the package's testdata/fuzz/ as the
+# regression seed. A Fuzz function missing from the list fails the target.
+FUZZTIME ?= 10s
+FUZZ_TARGETS = \
+	./channel/email:FuzzParseMail ./channel/email:FuzzTrimReply ./channel/email:FuzzReplyHTML \
+	./channel/telegram:FuzzUpdate ./channel/telegram:FuzzUTF16Slice ./channel/telegram:FuzzFormat \
+	./channel/matrix:FuzzEvent ./channel/matrix:FuzzMention ./channel/matrix:FuzzSplitMarkdown ./channel/matrix:FuzzHTML \
+	./channel/web:FuzzChatFrame ./channel/web:FuzzRender \
+	./tool:FuzzSplitCommand ./skill:FuzzParse ./config:FuzzLoad
+
+fuzz:
+	@for f in $$(git grep -h -o '^func Fuzz[A-Za-z0-9_]*' -- '*_test.go' | sed 's/^func //'); do \
+		case " $(FUZZ_TARGETS) " in *":$$f "*) ;; *) echo "make fuzz: $$f is not in FUZZ_TARGETS"; exit 1;; esac; \
+	done
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+		$(GO) test -tags $(TAGS) -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
 
 clean:
 	rm -rf bin

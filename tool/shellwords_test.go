@@ -186,16 +186,41 @@ func TestSplitCommandRefuses(t *testing.T) {
 	}
 }
 
-// FuzzSplitCommand checks the splitter never panics and that every word of
-// an accepted line comes back intact when re-quoted.
+// FuzzSplitCommand checks the splitter and its checker (SplitCommand runs
+// both): they never panic, a refusal is a *ShellError pointing into the
+// line, and every word of an accepted line comes back intact when
+// re-quoted.
 func FuzzSplitCommand(f *testing.F) {
-	for _, s := range []string{`echo 'a b' "c\"d" e\ f`, "ls | wc", `FOO=1 x`, "\x00", `"`, `\`} {
+	for _, s := range []string{
+		`echo 'a b' "c\"d" e\ f`, "ls | wc", `FOO=1 x`, "\x00", `"`, `\`,
+		"echo $(id) `id` ${HOME} $1 $((1+2)) $'x' <(ls)", "ls *.go [ab] {a,b} ~/x ~", "a && b || c; d & e\nf",
+		"if true; then x; fi", "cat <<EOF\nx\nEOF", "x > f 2>&1 < g", "export A=1", "time ls", "A=1 B=2",
+		"echo \"$x\" '$x' \\$x", "ls # comment", "a\\\nb", "\u0080", "\xff", "(ls)", "[[ a ]]", "echo @(a|b)",
+	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
 		cmd, err := SplitCommand(line)
 		if err != nil {
+			var se *ShellError
+			if !errors.As(err, &se) {
+				t.Fatalf("SplitCommand(%q): %v is not a *ShellError", line, err)
+			}
+			if se.Kind < ShellOperator || se.Kind > ShellBadInput || se.Msg == "" {
+				t.Fatalf("SplitCommand(%q): error %+v has no kind or message", line, se)
+			}
+			if se.Pos < 0 || se.Pos > len(line) {
+				t.Fatalf("SplitCommand(%q): error position %d outside the line", line, se.Pos)
+			}
 			return
+		}
+		if len(cmd.Argv) == 0 {
+			t.Fatalf("SplitCommand(%q) accepted a line with no program", line)
+		}
+		for _, e := range cmd.Env {
+			if name, _, ok := strings.Cut(e, "="); !ok || name == "" {
+				t.Fatalf("SplitCommand(%q): env entry %q is not NAME=value", line, e)
+			}
 		}
 		var quoted []string
 		for _, w := range append(slices.Clone(cmd.Env), cmd.Argv...) {

@@ -350,10 +350,11 @@ func (c *Channel) mention(content *event.MessageEventContent, text string) (stri
 	if c.botName != "" {
 		names = append([]string{c.botName}, names...)
 	}
-	lower := strings.ToLower(text)
 	for _, n := range names {
-		ln := strings.ToLower(n)
-		if !strings.HasPrefix(lower, ln) {
+		// Compared in place: lowercasing can change a text's length in
+		// bytes ("Ⱦ" is 2, "ⱦ" 3), so an index into a lowercased copy
+		// could cut the text past its end.
+		if len(text) < len(n) || !strings.EqualFold(text[:len(n)], n) {
 			continue
 		}
 		rest := text[len(n):]
@@ -363,7 +364,7 @@ func (c *Channel) mention(content *event.MessageEventContent, text string) (stri
 		return strings.TrimLeftFunc(strings.TrimLeft(rest, ":,"), unicode.IsSpace), true
 	}
 	if !mentioned {
-		mentioned = strings.Contains(lower, strings.ToLower(string(me)))
+		mentioned = strings.Contains(strings.ToLower(text), strings.ToLower(string(me)))
 	}
 	return text, mentioned
 }

@@ -33,7 +33,9 @@ func newRenderer() *renderer {
 
 // blocks renders Markdown as top-level blocks of Telegram HTML, in order.
 func (r *renderer) blocks(markdown string) []string {
-	src := []byte(markdown)
+	// Telegram refuses a message that is not UTF-8 ("Strings must be
+	// encoded in UTF-8"); tool output shown in progress text may not be.
+	src := []byte(strings.ToValidUTF8(markdown, "\uFFFD"))
 	doc := r.md.Parser().Parse(text.NewReader(src))
 	w := &htmlWriter{src: src}
 	var out []string

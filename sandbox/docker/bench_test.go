@@ -77,6 +77,7 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 				return nil
 			}})
 		}
+		b.ResetTimer() // setup is not measured
 		sandboxdtest.Measure(ctx, b, methods)
 		sandboxdtest.Report(b, methods, "agent", time.Millisecond)
 	})
@@ -140,6 +141,7 @@ func BenchmarkFirstCommand(b *testing.B) {
 				return nil
 			}})
 		}
+		b.ResetTimer() // setup is not measured
 		sandboxdtest.Measure(ctx, b, methods)
 		sandboxdtest.Report(b, methods, "cold", time.Millisecond)
 		b.Logf("%s: warm p50 %.1f ms (target <= 50 ms)", eng.Name, ms(sandboxdtest.Pct(methods[1].Samples, 0.5)))

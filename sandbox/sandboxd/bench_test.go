@@ -52,6 +52,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	methods = append(methods, &sandboxdtest.Method{Name: "host-os-exec", Run: func(context.Context) error {
 		return exec.Command("true").Run()
 	}})
+	b.ResetTimer() // setup is not measured
 	sandboxdtest.Measure(context.Background(), b, methods)
 	sandboxdtest.Report(b, methods, agentBase, time.Microsecond)
 }
@@ -62,6 +63,7 @@ func BenchmarkPing(b *testing.B) {
 		_, err := h.Ping(ctx)
 		return err
 	})
+	b.ResetTimer() // setup is not measured
 	sandboxdtest.Measure(context.Background(), b, methods)
 	sandboxdtest.Report(b, methods, agentBase, time.Microsecond)
 }
@@ -76,6 +78,7 @@ func BenchmarkFileRoundTrip(b *testing.B) {
 		_, err := h.ReadFile(ctx, "f", 0)
 		return err
 	})
+	b.ResetTimer() // setup is not measured
 	sandboxdtest.Measure(context.Background(), b, methods)
 	sandboxdtest.Report(b, methods, agentBase, time.Microsecond)
 }
@@ -113,6 +116,7 @@ func BenchmarkPingUnderLoad(b *testing.B) {
 			ping := func(ctx context.Context) error { _, err := h.Ping(ctx); return err }
 			idle := &sandboxdtest.Method{Name: "idle", Run: ping}
 			loaded := &sandboxdtest.Method{Name: "loaded", Run: ping}
+			b.ResetTimer() // setup is not measured
 			sandboxdtest.Measure(ctx, b, []*sandboxdtest.Method{idle})
 
 			loadCtx, stop := context.WithCancel(ctx)

@@ -27,9 +27,16 @@ type Method struct {
 // (never interleaved, so that no method is measured while the engine or the
 // host is still busy with another's work): one warm-up run, then
 // max(b.N, MinSamples) timed runs (Method.N when set).
+//
+// The benchmark's timer runs during Measure and is stopped when it returns,
+// so the time of several Measure calls in one run adds up and b.N grows with
+// the whole measurement; call b.ResetTimer before the first one to leave
+// setup out. (Measure used to reset the timer itself: a second call then
+// found it stopped and reported 0 ns, and the framework raised b.N a
+// hundredfold per round up to 10^8 samples, which never finished.)
 func Measure(ctx context.Context, b *testing.B, methods []*Method) {
 	b.Helper()
-	b.ResetTimer()
+	b.StartTimer()
 	for _, m := range methods {
 		n := m.N
 		if n <= 0 {
