@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,11 +12,13 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/gateway"
+	"conch/sqlite"
 )
 
 // blockingRunner answers "echo: <text>"; the first turn waits for release so
 // that a second message finds the conversation busy.
 type blockingRunner struct {
+	store   *sqlite.DB
 	release chan struct{}
 	once    sync.Once
 }
@@ -30,7 +33,11 @@ func (r *blockingRunner) Run(ctx context.Context, in agent.Input) (agent.Result,
 			return agent.Result{}, ctx.Err()
 		}
 	}
-	text := in.History[len(in.History)-1].Text
+	h, err := r.store.ModelHistory(ctx, in.Env.Conversation, in.Turn)
+	if err != nil || len(h.Messages) == 0 {
+		return agent.Result{}, fmt.Errorf("read the turn's message: %v", err)
+	}
+	text := h.Messages[len(h.Messages)-1].Text
 	return agent.Result{Text: "echo: **" + text + "**"}, nil
 }
 
@@ -44,7 +51,7 @@ func TestThroughGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := &blockingRunner{release: make(chan struct{})}
+	runner := &blockingRunner{store: e.store, release: make(chan struct{})}
 	g, err := gateway.New(gateway.Options{
 		Store:    e.store,
 		Agent:    runner,

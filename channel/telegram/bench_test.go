@@ -19,6 +19,7 @@ import (
 type scriptedRunner struct {
 	steps int
 	gap   time.Duration
+	db    *sqlite.DB // the turn's message is read from it
 }
 
 func (r scriptedRunner) Run(ctx context.Context, in agent.Input) (agent.Result, error) {
@@ -32,11 +33,15 @@ func (r scriptedRunner) Run(ctx context.Context, in agent.Input) (agent.Result, 
 			return agent.Result{}, ctx.Err()
 		}
 	}
-	return agent.Result{Text: "echo: **" + in.History[len(in.History)-1].Text + "**"}, nil
+	h, err := r.db.ModelHistory(ctx, in.Env.Conversation, in.Turn)
+	if err != nil || len(h.Messages) == 0 {
+		return agent.Result{}, fmt.Errorf("read the turn's message: %v", err)
+	}
+	return agent.Result{Text: "echo: **" + h.Messages[len(h.Messages)-1].Text + "**"}, nil
 }
 
 // underGateway runs a channel under the real gateway and SQLite store.
-func underGateway(tb testing.TB, srv *tgfake.Server, runner gateway.Runner) *Channel {
+func underGateway(tb testing.TB, srv *tgfake.Server, runner scriptedRunner) *Channel {
 	tb.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, ":memory:")
@@ -44,6 +49,7 @@ func underGateway(tb testing.TB, srv *tgfake.Server, runner gateway.Runner) *Cha
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
+	runner.db = db
 	ch, err := New(Options{Token: srv.Token, APIURL: srv.URL, Cursors: db, Logger: testLogger(), PollTimeout: 5 * time.Second, Backoff: fastBackoff})
 	if err != nil {
 		tb.Fatal(err)
