@@ -342,3 +342,113 @@ func TestUpWakesAndSendersAtOnce(t *testing.T) {
 		t.Errorf("turns answered in the order %v, want arrival (turn id) order", answerOrder)
 	}
 }
+
+// TestChatCompactsThroughTheStore: a conversation that outgrows a small
+// context window through `conch chat` and its SQLite store is compacted
+// into a stored summary, later requests carry the summary instead of the
+// old turns, and every message is still answered by its own turn.
+func TestChatCompactsThroughTheStore(t *testing.T) {
+	testenv.Short(t)
+	srv := fakellm.New(t)
+	summaries := 0
+	var mu sync.Mutex
+	srv.Handle(func(r fakellm.Request) fakellm.Reply {
+		if strings.Contains(r.System, "running summary") {
+			mu.Lock()
+			summaries++
+			mu.Unlock()
+			return fakellm.Text("SUMMARY: the person sent numbered long messages.")
+		}
+		text := r.LastUserText()
+		return fakellm.Text("re: " + text[:min(len(text), 12)])
+	})
+	dir := t.TempDir()
+	env := append(testEnv(srv, fakellm.OpenAI, dir), "CONCH_MODEL_CONTEXT_WINDOW=8000")
+	p := startConch(t, env, "chat")
+	filler := strings.Repeat("lorem ipsum ", 250) // ~3,000 bytes, ~750 tokens
+	const turns = 12
+	for i := range turns {
+		msg := fmt.Sprintf("message %02d %s", i, filler)
+		if got, want := p.say(t, msg), "re: "+msg[:12]; got != want {
+			t.Fatalf("turn %d: reply %q, want %q", i, got, want)
+		}
+	}
+	p.finish(t)
+	if summaries == 0 {
+		t.Fatal("no summary was asked for, though the conversation outgrew the window")
+	}
+	last, _ := srv.Last()
+	if !strings.Contains(last.System, "<conversation-summary>") || !strings.Contains(last.System, "SUMMARY: the person") {
+		t.Errorf("the last request's system prompt lacks the stored summary")
+	}
+	if n := len(last.Messages); n >= 2*turns {
+		t.Errorf("the last request carries %d messages; want the old turns folded into the summary", n)
+	}
+	out, _, code := conchRun(t, env, "transcript cli:local")
+	if code != 0 || !strings.Contains(out, "context compacted") {
+		t.Errorf("transcript (exit %d) shows no compaction step", code)
+	}
+}
+
+// TestUpWatchWakesTheConversation: through `conch up`, a real sandbox and
+// the store, the model starts a command in a terminal and watches it; when
+// the command exits the watch wakes the conversation, whose answer reaches
+// the web chat as its own turn.
+func TestUpWatchWakesTheConversation(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	instance := "wt" + randomHex(t)
+	addr := freeAddr(t)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), engineEnv(t, e, instance)...)
+	env = append(env, "CONCH_GATEWAY_LISTEN="+addr, "CONCH_SCHEDULE_ENABLED=true")
+	instanceContainers(t, e.Client(t), instance)
+	srv.Push(
+		fakellm.ToolCall("terminal_open", `{}`),
+		fakellm.ToolCall("terminal_type", `{"tty":0,"expect":"bash","text":"sleep 3"}`),
+		fakellm.ToolCall("watch", `{"on":"exit","terminal":0,"message":"report the sleep"}`),
+		fakellm.Text("Watching the sleep."),
+		fakellm.Text("The sleep is over."),
+	)
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "Web chat: open http://"+addr+"/login?token=")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	wc := webLogin(t, env, "http://"+addr)
+	id := wc.newConversation(t)
+	conn := wc.socket(t, ctx, id)
+	f, _ := json.Marshal(map[string]string{"type": "send", "id": "w1", "text": "run a sleep and tell me when it ends"})
+	if err := conn.Write(ctx, websocket.MessageText, f); err != nil {
+		t.Fatal(err)
+	}
+	var answers []string
+	var wake string
+	for len(answers) < 2 {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("answers so far %q: %v", answers, err)
+		}
+		var f wireEvent
+		if json.Unmarshal(data, &f) != nil || f.Event == nil || f.Event.Type != "message" {
+			continue
+		}
+		switch f.Event.Data.Role {
+		case "assistant":
+			answers = append(answers, f.Event.Data.Text)
+		case "user":
+			if strings.HasPrefix(f.Event.Data.Text, "[Watch ") {
+				wake = f.Event.Data.Text
+			}
+		}
+	}
+	if answers[0] != "Watching the sleep." || answers[1] != "The sleep is over." {
+		t.Fatalf("answers %q", answers)
+	}
+	if !strings.Contains(wake, "report the sleep") {
+		t.Fatalf("the wake's message is %q, want the watch's", wake)
+	}
+	if got := srv.Requests()[4].LastUserText(); !strings.HasPrefix(got, "[Watch ") {
+		t.Fatalf("the fifth request answers %q, want the watch's wake", got)
+	}
+}
