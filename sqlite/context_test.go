@@ -82,3 +82,30 @@ func TestModelHistoryAfterSummary(t *testing.T) {
 		t.Errorf("AddSummary to an unknown conversation: %v, want KindNotFound", err)
 	}
 }
+
+// A turn's view runs through that turn: a later turn's messages (one that
+// ran first) are never in it.
+func TestModelHistoryThroughATurn(t *testing.T) {
+	db := sqlitetest.MustOpenMemory(t)
+	ctx := context.Background()
+	first, _, err := db.AddInbound(ctx, conch.Inbound{Key: roomA, Sender: "@alice:example.org", Text: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := db.AddInbound(ctx, conch.Inbound{Key: roomA, Sender: "@alice:example.org", Text: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(db.StartTurn(ctx, second.ID)).ok(t)
+	if err := db.AppendMessage(ctx, second.ID, conch.Message{Role: conch.RoleAssistant, Text: "answer to second"}); err != nil {
+		t.Fatal(err)
+	}
+	must(db.StartTurn(ctx, first.ID)).ok(t)
+	v := must(db.ModelHistory(ctx, roomA, first.ID)).ok(t)
+	if len(v.Messages) != 1 || v.Messages[0].Text != "first" || v.Pos[0].Turn != first.ID {
+		t.Fatalf("turn %d's view: %+v", first.ID, v.Messages)
+	}
+	if all := must(db.ModelHistory(ctx, roomA, 0)).ok(t); len(all.Messages) != 3 {
+		t.Fatalf("the whole view holds %d messages, want 3", len(all.Messages))
+	}
+}

@@ -33,6 +33,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("UnfinishedTurns", func(t *testing.T) { testUnfinishedTurns(t, open) })
 	t.Run("History", func(t *testing.T) { testHistory(t, open) })
 	t.Run("AppendMessageInvalid", func(t *testing.T) { testAppendMessageInvalid(t, open) })
+	t.Run("Notes", func(t *testing.T) { testNotes(t, open) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, open) })
 	t.Run("Conversations", func(t *testing.T) { testConversations(t, open) })
 	t.Run("RecordStep", func(t *testing.T) { testRecordStep(t, open) })
@@ -322,6 +323,30 @@ func testHistory(t *testing.T, open Open) {
 	}
 }
 
+// testNotes: a note conch writes into a turn is kept in its place with the
+// Note mark, and the turn's own message stays the person's: looking the turn
+// up finds it once, with the person's text.
+func testNotes(t *testing.T, open Open) {
+	s := open(t)
+	tr := add(t, s, Inbound(keyA, "$1", "fix it"))
+	start(t, s, tr.ID)
+	appendMsg(t, s, tr.ID, conch.Message{Role: conch.RoleAssistant, Text: "done"})
+	appendMsg(t, s, tr.ID, conch.Message{Role: conch.RoleUser, Note: true, Text: "[check] tests fail"})
+	appendMsg(t, s, tr.ID, conch.Message{Role: conch.RoleAssistant, Text: "fixed"})
+	want := []conch.Message{
+		{Role: conch.RoleUser, Text: "fix it"},
+		{Role: conch.RoleAssistant, Text: "done"},
+		{Role: conch.RoleUser, Note: true, Text: "[check] tests fail"},
+		{Role: conch.RoleAssistant, Text: "fixed"},
+	}
+	if got := history(t, s, keyA); !reflect.DeepEqual(got, want) {
+		t.Fatalf("history %+v, want %+v", got, want)
+	}
+	if got := unfinished(t, s); len(got) != 1 || got[0].ID != tr.ID || got[0].Inbound.Text != "fix it" {
+		t.Fatalf("unfinished turns %+v, want turn %d once with the person's text", got, tr.ID)
+	}
+}
+
 func testAppendMessageInvalid(t *testing.T, open Open) {
 	s := open(t)
 	ctx := context.Background()
@@ -332,6 +357,7 @@ func testAppendMessageInvalid(t *testing.T, open Open) {
 		m    conch.Message
 	}{
 		{"user role", conch.Message{Role: conch.RoleUser, Text: "x"}},
+		{"note with a tool call", conch.Message{Role: conch.RoleUser, Note: true, ToolCalls: []conch.ToolCall{{ID: "c", Name: "bash"}}}},
 		{"no role", conch.Message{Text: "x"}},
 		{"unknown role", conch.Message{Role: "system", Text: "x"}},
 		{"tool without result", conch.Message{Role: conch.RoleTool, Text: "x"}},
