@@ -227,6 +227,7 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 		opts.Terminals, mo.Terminals = d.terminals, d.terminals.Count
 	}
 	m := metrics.New(mo)
+	d.metrics = m // newAgent names its tools (the only tool label values)
 	opts.Metrics = m.Handler()
 	if cfg.Web.PublicURL != "" {
 		if u, err := url.Parse(cfg.Web.PublicURL); err == nil {
