@@ -174,7 +174,9 @@ func (c *Channel) Register(mux *http.ServeMux) {
 	mux.Handle("GET /dashboard", c.secure(c.page("dashboard.html")))
 	mux.Handle("GET /login", c.secure(http.HandlerFunc(c.login)))
 	mux.Handle("POST /api/logout", c.api(c.logout))
-	mux.Handle("GET /api/session", c.api(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]any{"ok": true}) }))
+	mux.Handle("GET /api/session", c.api(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "max_message_bytes": c.opts.MaxMessageBytes})
+	}))
 
 	mux.Handle("GET /api/conversations", c.api(c.listConversations))
 	mux.Handle("POST /api/conversations", c.api(c.createConversation))

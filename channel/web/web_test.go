@@ -505,6 +505,10 @@ func TestTooLongMessageIsRefusedWhole(t *testing.T) {
 	if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
 		t.Fatalf("oversized frame: %v, want close 1009", err)
 	}
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "limit") {
+		t.Fatalf("oversized frame: close reason %q, want one naming the limit", ce.Reason)
+	}
 	if n := len(ts.gw.inbounds()); n != 1 {
 		t.Fatalf("%d messages stored, want 1", n)
 	}

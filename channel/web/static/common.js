@@ -21,7 +21,7 @@ const conch = {
   },
   async start(main) {
     try {
-      await conch.api("GET", "/api/session");
+      conch.session = await conch.api("GET", "/api/session");
     } catch (e) {
       conch.showLogin();
       return;
