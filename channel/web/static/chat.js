@@ -98,7 +98,7 @@ function openConv(id) {
 
 function connect() {
   const id = state.current;
-  const ws = new WebSocket(conch.wsURL("/api/chat?c=" + encodeURIComponent(id) + "&after=" + state.lastSeq));
+  const ws = conch.ws("/api/chat?c=" + encodeURIComponent(id) + "&after=" + state.lastSeq);
   state.ws = ws;
   setConn("connecting");
   ws.onopen = () => {
@@ -347,9 +347,9 @@ function main() {
       if (state.convs.length) openConv(state.convs[0].id); else await newConv();
     } catch (e) { conch.showError(e.message); }
   });
-  $("logout").addEventListener("click", async () => {
-    try { await conch.api("POST", "/api/logout"); } catch (e) { /* shown as login */ }
-    conch.showLogin();
+  $("logout").addEventListener("click", () => {
+    if (state.ws) { state.ws.onclose = null; state.ws.close(); state.ws = null; }
+    conch.logout();
   });
   setInterval(() => loadConvs().catch(() => {}), 10000);
   loadConvs().then(() => {

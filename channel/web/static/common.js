@@ -1,9 +1,16 @@
 // Shared by the chat and the dashboard: API calls, the login check, small DOM helpers.
+//
+// Every request carries the session's request token besides its cookie: the
+// token came with the answer to the login link (login.js) and lives in this
+// origin's localStorage, which pages of other ports cannot read, while the
+// cookie is sent to any port of this host. Fetches send it as a header,
+// WebSockets as a subprotocol.
 "use strict";
 
 const conch = {
+  token() { return localStorage.getItem("conch.token") || ""; },
   async api(method, path, body) {
-    const opts = { method, headers: {}, credentials: "same-origin" };
+    const opts = { method, headers: { "X-Conch-Token": conch.token() }, credentials: "same-origin" };
     if (body !== undefined) {
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);
@@ -43,6 +50,15 @@ const conch = {
   },
   wsURL(path) {
     return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
+  },
+  // ws opens a WebSocket carrying the request token.
+  ws(path) {
+    return new WebSocket(conch.wsURL(path), ["conch", "conch-token." + conch.token()]);
+  },
+  async logout() {
+    try { await conch.api("POST", "/api/logout"); } catch (e) { /* shown as login */ }
+    localStorage.removeItem("conch.token");
+    conch.showLogin();
   },
   showError(msg) {
     const e = document.getElementById("error");

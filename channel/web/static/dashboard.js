@@ -96,7 +96,7 @@ function openTerm(key, n) {
   const term = new Terminal({ disableStdin: true, convertEol: false, cursorBlink: false, fontSize: 13, scrollback: 5000, cols: 160, rows: 48 });
   dash.term = term;
   term.open($("term"));
-  const ws = new WebSocket(conch.wsURL("/api/terminal?key=" + encodeURIComponent(key) + "&tty=" + n));
+  const ws = conch.ws("/api/terminal?key=" + encodeURIComponent(key) + "&tty=" + n);
   ws.binaryType = "arraybuffer";
   dash.termWS = ws;
   $("term-state").textContent = "connecting";
