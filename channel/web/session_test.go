@@ -242,6 +242,8 @@ func TestBrowserCookieReplayRefused(t *testing.T) {
 		chromedp.WaitVisible(`//td[contains(., "no sandboxes")]`, chromedp.BySearch),
 		chromedp.Evaluate(`openTerm("`+key+`", 0)`, nil),
 		chromedp.WaitVisible(`//span[@id="term-state" and contains(., "live")]`, chromedp.BySearch),
+		chromedp.Click("#metrics-open", chromedp.ByID),
+		chromedp.WaitVisible(`//pre[@id="metrics" and contains(., "conch_up 1")]`, chromedp.BySearch),
 	)
 	// Log out: the page forgets its token, and the session ends on the server.
 	browser.Run(t, ctx, "log out",

@@ -22,6 +22,13 @@ const conch = {
     if (!r.ok) throw new Error((data && data.error) || ("HTTP " + r.status));
     return data;
   },
+  // text fetches a text resource (/metrics) with the token.
+  async text(path) {
+    const r = await fetch(path, { headers: { "X-Conch-Token": conch.token() }, credentials: "same-origin" });
+    if (r.status === 401) { conch.showLogin(); throw new Error("not logged in"); }
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    return r.text();
+  },
   showLogin() {
     document.getElementById("app").hidden = true;
     document.getElementById("login").hidden = false;

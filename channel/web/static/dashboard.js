@@ -119,8 +119,19 @@ function openTerm(key, n) {
   };
 }
 
+// showMetrics shows /metrics as text (a bare tab cannot open it: it needs
+// the session's token besides the cookie).
+async function showMetrics() {
+  try {
+    $("metrics").textContent = await conch.text("/metrics");
+    $("metrics-section").hidden = false;
+  } catch (e) { conch.showError("metrics: " + e.message); }
+}
+
 function main() {
   $("term-close").addEventListener("click", closeTerm);
+  $("metrics-open").addEventListener("click", showMetrics);
+  $("metrics-close").addEventListener("click", () => { $("metrics-section").hidden = true; });
   refresh();
   refreshAudit();
   setInterval(refresh, 3000);
