@@ -20,12 +20,47 @@ import (
 // cookieName is the session cookie.
 const cookieName = "conch_session"
 
+// tokenHeader carries a session's request token on API calls; a WebSocket
+// carries it as the subprotocol tokenProtocolPrefix+token, beside
+// socketProtocol (the one the server picks). See Auth.
+const (
+	tokenHeader         = "X-Conch-Token"
+	socketProtocol      = "conch"
+	tokenProtocolPrefix = "conch-token."
+)
+
+// requestToken is the request token a request carries.
+func requestToken(r *http.Request) string {
+	if t := r.Header.Get(tokenHeader); t != "" {
+		return t
+	}
+	for _, v := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for p := range strings.SplitSeq(v, ",") {
+			if t, ok := strings.CutPrefix(strings.TrimSpace(p), tokenProtocolPrefix); ok {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
+// loginPage hands the page its session's request token, once: it stores it
+// in its origin's localStorage and goes on to next (replacing this entry of
+// the history, so the login link is not kept). Programs read the token
+// from the X-Conch-Token header of the same answer.
+const loginPage = `<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer"><title>conch: login</title>
+<meta name="conch-token" content="%s"><meta name="conch-next" content="%s">
+<link rel="stylesheet" href="/static/style.css"><main class="login"><h1>conch</h1><p>Logging in…</p></main>
+<script src="/static/login.js"></script>
+`
+
 // login redeems the token of a login link, sets the session cookie and
-// redirects to the same page without the token.
+// answers with a page that keeps the request token and goes on to the chat
+// (or the dashboard) without the login token in the address.
 func (c *Channel) login(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	tok := r.URL.Query().Get("token")
-	cookie, exp, err := c.auth.Redeem(r.Context(), tok)
+	sess, err := c.auth.Redeem(r.Context(), tok)
 	if err != nil {
 		status := http.StatusUnauthorized
 		msg := ErrLogin.Error()
@@ -41,7 +76,7 @@ func (c *Channel) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName, Value: cookie, Path: "/", Expires: exp,
+		Name: cookieName, Value: sess.Cookie, Path: "/", Expires: sess.Expires,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.opts.Secure,
 	})
 	c.log.Info("web login", "remote", r.RemoteAddr)
@@ -49,28 +84,32 @@ func (c *Channel) login(w http.ResponseWriter, r *http.Request) {
 	if next != "/dashboard" {
 		next = "/"
 	}
-	// 303 with a path only: the token leaves the address bar and the
-	// history, and the page it lands on sends no referrer.
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	w.Header().Set(tokenHeader, sess.Token)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, loginPage, htmlEscape(sess.Token), htmlEscape(next))
 }
 
-func (c *Channel) logout(w http.ResponseWriter, _ *http.Request) {
+// logout ends this session on the server (its cookie and token stop
+// working everywhere, open sockets close at their next check) and clears
+// the cookie.
+func (c *Channel) logout(w http.ResponseWriter, r *http.Request) {
+	if err := c.auth.Logout(r.Context(), sessionCookie(r)); err != nil {
+		c.writeErr(w, "logout", err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.opts.Secure})
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
-// api wraps an API handler: a live session is required, and a request that
-// changes something must come from the page's own origin.
+// api wraps an API handler: a live session is required (its cookie and its
+// request token), and a request that changes something must come from the
+// page's own origin.
 func (c *Channel) api(h http.HandlerFunc) http.Handler {
 	return c.secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		ck, err := r.Cookie(cookieName)
-		ok := false
-		if err == nil {
-			ok, err = c.auth.Check(r.Context(), ck.Value)
-			if err != nil {
-				c.log.Error("check session", "err", err)
-			}
+		ok, err := c.auth.Check(r.Context(), sessionCookie(r), requestToken(r))
+		if err != nil {
+			c.log.Error("check session", "err", err)
 		}
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "not logged in: open the link printed by `conch web url`")

@@ -27,10 +27,26 @@ type Cursors interface {
 
 // Cursor names.
 const (
-	cursorSessionKey = "web:session-key"
-	cursorLogin      = "web:login:" // + sha256 of the token, hex
-	cursorConvs      = "web:conversations"
+	cursorLogin = "web:login:" // + sha256 of the token, hex
+	cursorConvs = "web:conversations"
 )
+
+// Sessions keeps the web sessions on the server, so that one can be
+// revoked (log out) or all of them (`conch web logout-all`), also from
+// another process. Only hashes of a session's secrets are stored.
+// sqlite.DB satisfies it; NewMemSessions is one in memory.
+type Sessions interface {
+	// CreateWebSession stores a new session.
+	CreateWebSession(ctx context.Context, id, secretHash, tokenHash string, expires time.Time) error
+	// WebSession returns a session's hashes and expiry; empty hashes when
+	// there is no such session.
+	WebSession(ctx context.Context, id string) (secretHash, tokenHash string, expires time.Time, err error)
+	// DeleteWebSession ends one session; DeleteWebSessions ends them all.
+	DeleteWebSession(ctx context.Context, id string) error
+	DeleteWebSessions(ctx context.Context) error
+	// PruneWebSessions deletes the sessions expired at now.
+	PruneWebSessions(ctx context.Context, now time.Time) error
+}
 
 // Default lifetimes.
 const (
@@ -42,26 +58,37 @@ const (
 // answer a login attempt gets, so a guesser learns nothing.
 var ErrLogin = errors.New("this login link is invalid, already used or expired: run `conch web url` for a new one")
 
-// Auth issues single-use login tokens and checks session cookies.
+// Auth issues single-use login tokens and checks sessions.
 //
 // There are no accounts: whoever holds a login link (printed by `conch up`
 // and `conch web url` to the operator) becomes the owner's session. A
-// session cookie is "<id>.<expiry>.<mac>", the MAC keyed with the session
-// key kept in the store; LogoutAll replaces the key, which ends every
-// session at once, also in a running conch (the key is read from the store
-// at every check, so another process can revoke).
+// session has two credentials, both needed by every request:
+//
+//   - the cookie, "<id>.<secret>" (HttpOnly). Cookies are not scoped by
+//     port and SameSite counts other ports of the host as the same site, so
+//     any page served on this machine can make the browser send it, and a
+//     server behind such a page receives it;
+//   - the request token, which the page gets once, in the answer to the
+//     login link, and keeps in its origin's localStorage (scoped by scheme,
+//     host and port). It travels as the X-Conch-Token header, or in a
+//     WebSocket's subprotocol list (tokenProtocolPrefix + token), which a
+//     page of another origin cannot read or guess.
+//
+// Sessions are stored (hashed) through Sessions: log out deletes one,
+// LogoutAll all of them, expired ones are pruned at each login and hourly.
 type Auth struct {
 	store      Cursors
+	sessions   Sessions
 	loginTTL   time.Duration
 	sessionTTL time.Duration
 	now        func() time.Time
 
-	mu sync.Mutex // serialises redeeming and key creation
+	mu sync.Mutex // serialises redeeming
 }
 
-// NewAuth returns an Auth over store. Zero TTLs take the defaults; now nil
-// means time.Now.
-func NewAuth(store Cursors, loginTTL, sessionTTL time.Duration, now func() time.Time) *Auth {
+// NewAuth returns an Auth over store (login tokens) and sessions. Zero TTLs
+// take the defaults; now nil means time.Now.
+func NewAuth(store Cursors, sessions Sessions, loginTTL, sessionTTL time.Duration, now func() time.Time) *Auth {
 	if loginTTL <= 0 {
 		loginTTL = DefaultLoginTTL
 	}
@@ -71,7 +98,7 @@ func NewAuth(store Cursors, loginTTL, sessionTTL time.Duration, now func() time.
 	if now == nil {
 		now = time.Now
 	}
-	return &Auth{store: store, loginTTL: loginTTL, sessionTTL: sessionTTL, now: now}
+	return &Auth{store: store, sessions: sessions, loginTTL: loginTTL, sessionTTL: sessionTTL, now: now}
 }
 
 // LoginTTL is how long a new login token is valid.
@@ -87,90 +114,99 @@ func (a *Auth) NewLoginToken(ctx context.Context) (string, error) {
 	return tok, nil
 }
 
-// Redeem uses up a login token and returns a new session cookie value and
-// its expiry. Any failure of the token itself is ErrLogin.
-func (a *Auth) Redeem(ctx context.Context, token string) (string, time.Time, error) {
+// Session is a new session's credentials: the cookie's value, the request
+// token the page sends with every request, and the expiry.
+type Session struct {
+	Cookie  string
+	Token   string
+	Expires time.Time
+}
+
+// Redeem uses up a login token and starts a new session. Any failure of the
+// token itself is ErrLogin.
+func (a *Auth) Redeem(ctx context.Context, token string) (Session, error) {
 	if len(token) < 20 || len(token) > 100 {
-		return "", time.Time{}, ErrLogin
+		return Session{}, ErrLogin
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	name := cursorLogin + tokenHash(token)
 	v, err := a.store.Cursor(ctx, name)
 	if err != nil {
-		return "", time.Time{}, fmt.Errorf("login: %w", err)
+		return Session{}, fmt.Errorf("login: %w", err)
 	}
 	exp, perr := strconv.ParseInt(v, 10, 64)
 	if v == "" || perr != nil {
-		return "", time.Time{}, ErrLogin // unknown or used
+		return Session{}, ErrLogin // unknown or used
 	}
 	// Used up before anything else, so it works once even if what follows fails.
 	if err := a.store.SetCursor(ctx, name, "used "+a.now().UTC().Format(time.RFC3339)); err != nil {
-		return "", time.Time{}, fmt.Errorf("login: %w", err)
+		return Session{}, fmt.Errorf("login: %w", err)
 	}
 	if a.now().UnixMilli() > exp {
-		return "", time.Time{}, ErrLogin
+		return Session{}, ErrLogin
 	}
-	key, err := a.sessionKey(ctx, true)
-	if err != nil {
-		return "", time.Time{}, err
+	if err := a.sessions.PruneWebSessions(ctx, a.now()); err != nil {
+		return Session{}, fmt.Errorf("login: %w", err)
 	}
-	expires := a.now().Add(a.sessionTTL).Truncate(time.Second)
-	body := randomToken(16) + "." + strconv.FormatInt(expires.Unix(), 10)
-	return body + "." + mac(key, body), expires, nil
+	id, secret := randomToken(16), randomToken(32)
+	s := Session{Cookie: id + "." + secret, Token: randomToken(32), Expires: a.now().Add(a.sessionTTL).Truncate(time.Second)}
+	if err := a.sessions.CreateWebSession(ctx, id, tokenHash(secret), tokenHash(s.Token), s.Expires); err != nil {
+		return Session{}, fmt.Errorf("login: %w", err)
+	}
+	return s, nil
 }
 
-// Check reports whether cookie is a live session.
-func (a *Auth) Check(ctx context.Context, cookie string) (bool, error) {
-	i := strings.LastIndexByte(cookie, '.')
-	if i < 0 || len(cookie) > 200 {
-		return false, nil
-	}
-	body, sum := cookie[:i], cookie[i+1:]
-	_, expS, ok := strings.Cut(body, ".")
-	if !ok {
-		return false, nil
-	}
-	exp, err := strconv.ParseInt(expS, 10, 64)
-	if err != nil || a.now().Unix() > exp {
-		return false, nil
-	}
-	key, err := a.sessionKey(ctx, false)
-	if err != nil || key == "" {
+// Check reports whether cookie and token are a live session's.
+func (a *Auth) Check(ctx context.Context, cookie, token string) (bool, error) {
+	s, err := a.session(ctx, cookie)
+	if err != nil || s.id == "" || token == "" || len(token) > 100 {
 		return false, err
 	}
-	return hmac.Equal([]byte(sum), []byte(mac(key, body))), nil
+	return hmac.Equal([]byte(s.tokenHash), []byte(tokenHash(token))), nil
 }
 
-// LogoutAll ends every session by replacing the session key.
+type storedSession struct{ id, tokenHash string }
+
+// session finds the live session a cookie names (a zero one when none).
+func (a *Auth) session(ctx context.Context, cookie string) (storedSession, error) {
+	id, secret, ok := strings.Cut(cookie, ".")
+	if !ok || id == "" || secret == "" || len(cookie) > 200 {
+		return storedSession{}, nil
+	}
+	sh, th, exp, err := a.sessions.WebSession(ctx, id)
+	if err != nil {
+		return storedSession{}, fmt.Errorf("check session: %w", err)
+	}
+	if sh == "" || !a.now().Before(exp) || !hmac.Equal([]byte(sh), []byte(tokenHash(secret))) {
+		return storedSession{}, nil
+	}
+	return storedSession{id: id, tokenHash: th}, nil
+}
+
+// Logout ends the session of cookie (nothing when it is none).
+func (a *Auth) Logout(ctx context.Context, cookie string) error {
+	s, err := a.session(ctx, cookie)
+	if err != nil || s.id == "" {
+		return err
+	}
+	if err := a.sessions.DeleteWebSession(ctx, s.id); err != nil {
+		return fmt.Errorf("logout: %w", err)
+	}
+	return nil
+}
+
+// LogoutAll ends every session.
 func (a *Auth) LogoutAll(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.store.SetCursor(ctx, cursorSessionKey, randomToken(32)); err != nil {
+	if err := a.sessions.DeleteWebSessions(ctx); err != nil {
 		return fmt.Errorf("logout all: %w", err)
 	}
 	return nil
 }
 
-// sessionKey reads the key, creating it when asked and absent (a.mu held).
-func (a *Auth) sessionKey(ctx context.Context, create bool) (string, error) {
-	k, err := a.store.Cursor(ctx, cursorSessionKey)
-	if err != nil {
-		return "", fmt.Errorf("session key: %w", err)
-	}
-	if k == "" && create {
-		k = randomToken(32)
-		if err := a.store.SetCursor(ctx, cursorSessionKey, k); err != nil {
-			return "", fmt.Errorf("session key: %w", err)
-		}
-	}
-	return k, nil
-}
-
-func mac(key, body string) string {
-	h := hmac.New(sha256.New, []byte(key))
-	h.Write([]byte(body))
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+// Prune deletes the expired sessions.
+func (a *Auth) Prune(ctx context.Context) error {
+	return a.sessions.PruneWebSessions(ctx, a.now())
 }
 
 func tokenHash(tok string) string {
@@ -207,4 +243,66 @@ func (c *memCursors) SetCursor(_ context.Context, name, value string) error {
 	defer c.mu.Unlock()
 	c.m[name] = value
 	return nil
+}
+
+// memSessions is Sessions in memory (tests, and a web chat without a store).
+type memSessions struct {
+	mu sync.Mutex
+	m  map[string]memSession
+}
+
+type memSession struct {
+	secretHash, tokenHash string
+	expires               time.Time
+}
+
+// NewMemSessions returns Sessions in memory, for tests.
+func NewMemSessions() Sessions { return &memSessions{m: map[string]memSession{}} }
+
+func (s *memSessions) CreateWebSession(_ context.Context, id, secretHash, tokenHash string, expires time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[id]; ok || id == "" {
+		return conch.Errorf(conch.KindInvalid, "session id is empty or taken")
+	}
+	s.m[id] = memSession{secretHash, tokenHash, expires}
+	return nil
+}
+
+func (s *memSessions) WebSession(_ context.Context, id string) (string, string, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ms := s.m[id]
+	return ms.secretHash, ms.tokenHash, ms.expires, nil
+}
+
+func (s *memSessions) DeleteWebSession(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+	return nil
+}
+
+func (s *memSessions) DeleteWebSessions(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.m)
+	return nil
+}
+
+func (s *memSessions) PruneWebSessions(_ context.Context, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, ms := range s.m {
+		if !now.Before(ms.expires) {
+			delete(s.m, id)
+		}
+	}
+	return nil
+}
+
+func (s *memSessions) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
 }

@@ -121,6 +121,7 @@ func newFuzzSocket(f *testing.F) *fuzzSocket {
 		f.Fatalf("login: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	c.Transport = tokenTransport{resp.Header.Get(tokenHeader)} // as the page does
 	req, _ := http.NewRequest("POST", ts.srv.URL+"/api/conversations", strings.NewReader(`{"title":"fuzz"}`))
 	req.Header.Set("Origin", ts.srv.URL)
 	resp, err = c.Do(req)

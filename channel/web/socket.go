@@ -78,14 +78,20 @@ func (c *Channel) chatSocket(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: c.opts.OriginPatterns})
+	conn, err := websocket.Accept(w, r, c.acceptOptions())
 	if err != nil {
 		c.log.Warn("chat socket refused", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "err", err)
 		return // Accept wrote the answer (403 for a foreign origin)
 	}
 	conn.SetReadLimit(c.readLimit())
-	s := &chatSession{c: c, conn: conn, key: cv.Key(), cookie: sessionCookie(r)}
+	s := &chatSession{c: c, conn: conn, key: cv.Key(), cookie: sessionCookie(r), token: requestToken(r)}
 	s.run(r.Context(), after)
+}
+
+// acceptOptions are the WebSocket handshake's: the page's origin (or an
+// allowed one), and the subprotocol the page offers beside its token.
+func (c *Channel) acceptOptions() *websocket.AcceptOptions {
+	return &websocket.AcceptOptions{OriginPatterns: c.opts.OriginPatterns, Subprotocols: []string{socketProtocol}}
 }
 
 func sessionCookie(r *http.Request) string {
@@ -101,6 +107,7 @@ type chatSession struct {
 	conn   *websocket.Conn
 	key    conch.ConversationKey
 	cookie string
+	token  string
 }
 
 func (s *chatSession) run(ctx context.Context, after int64) {
@@ -127,12 +134,15 @@ func (s *chatSession) run(ctx context.Context, after int64) {
 	case <-ctx.Done():
 	}
 	status, reason := s.readLoop(ctx)
-	cancel()
+	// Close before cancelling: an event being written when the context is
+	// cancelled drops the connection (the page would see 1006, not the
+	// status that says why).
 	if status != 0 {
 		s.conn.Close(status, reason)
 	} else {
 		s.conn.CloseNow()
 	}
+	cancel()
 }
 
 // readLoop handles the page's frames until the socket ends. It returns the
@@ -291,10 +301,10 @@ func (s *chatSession) history(ctx context.Context) (int64, error) {
 // keepalive pings the page and ends the socket when the session was revoked
 // (`conch web logout-all`) or expired.
 func (s *chatSession) keepalive(ctx context.Context) {
-	keepalive(ctx, s.c, s.conn, s.cookie)
+	keepalive(ctx, s.c, s.conn, s.cookie, s.token)
 }
 
-func keepalive(ctx context.Context, c *Channel, conn *websocket.Conn, cookie string) {
+func keepalive(ctx context.Context, c *Channel, conn *websocket.Conn, cookie, token string) {
 	t := time.NewTicker(pingEvery)
 	defer t.Stop()
 	for {
@@ -303,7 +313,7 @@ func keepalive(ctx context.Context, c *Channel, conn *websocket.Conn, cookie str
 			return
 		case <-t.C:
 		}
-		if ok, err := c.auth.Check(ctx, cookie); err == nil && !ok {
+		if ok, err := c.auth.Check(ctx, cookie, token); err == nil && !ok {
 			conn.Close(websocket.StatusPolicyViolation, "logged out")
 			return
 		}
@@ -347,7 +357,7 @@ func (c *Channel) terminalSocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "tty: want a terminal number")
 		return
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: c.opts.OriginPatterns})
+	conn, err := websocket.Accept(w, r, c.acceptOptions())
 	if err != nil {
 		c.log.Warn("terminal socket refused", "remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "err", err)
 		return
@@ -356,7 +366,7 @@ func (c *Channel) terminalSocket(w http.ResponseWriter, r *http.Request) {
 	gone := conn.CloseRead(r.Context()) // read-only: done when the page goes
 	ctx, cancel := context.WithCancel(gone)
 	defer cancel()
-	go keepalive(ctx, c, conn, sessionCookie(r))
+	go keepalive(ctx, c, conn, sessionCookie(r), requestToken(r))
 
 	out := newOutputQueue(1 << 20)
 	var wg sync.WaitGroup

@@ -9,9 +9,11 @@
 // the last Seq it saw, so a reload, a dropped connection or a restart of
 // conch loses nothing and repeats nothing. Send is therefore only logged.
 //
-// Login is a single-use link (`conch web url`); it sets an HttpOnly,
-// SameSite=Strict session cookie that every API and WebSocket request
-// checks, and WebSocket handshakes must come from the page's own origin.
+// Login is a single-use link (`conch web url`); it starts a server-side
+// session: an HttpOnly, SameSite=Strict cookie plus a request token the page
+// keeps in its origin's storage and sends with every API and WebSocket
+// request (see Auth). WebSocket handshakes must come from the page's own
+// origin.
 package web
 
 import (
@@ -56,6 +58,9 @@ type Options struct {
 	Control conch.ConversationControl
 	// Store keeps logins and the conversation list. Required.
 	Store Cursors
+	// Sessions keeps the sessions; nil keeps them in memory (they end
+	// with the process).
+	Sessions Sessions
 	// Read answers the dashboard's questions; nil shows no conversations.
 	Read conch.ReadModel
 	// History reloads a conversation the hub no longer keeps; nil means
@@ -73,7 +78,8 @@ type Options struct {
 	MaxMessageBytes int
 	// LoginTTL and SessionTTL: see NewAuth.
 	LoginTTL, SessionTTL time.Duration
-	// Secure marks cookies Secure (the listener has TLS).
+	// Secure marks cookies Secure and sends HSTS: the page is reached over
+	// HTTPS (the listener's own TLS, or a TLS reverse proxy).
 	Secure bool
 	// OriginPatterns are extra hosts allowed to open WebSockets (a reverse
 	// proxy's public name); the page's own host always is.
@@ -117,9 +123,12 @@ func New(opts Options) (*Channel, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Sessions == nil {
+		opts.Sessions = NewMemSessions()
+	}
 	return &Channel{
 		opts:  opts,
-		auth:  NewAuth(opts.Store, opts.LoginTTL, opts.SessionTTL, opts.Now),
+		auth:  NewAuth(opts.Store, opts.Sessions, opts.LoginTTL, opts.SessionTTL, opts.Now),
 		convs: &conversations{store: opts.Store, now: opts.Now},
 		log:   opts.Logger.With("channel", "web"),
 		md:    newRenderer(),
@@ -137,7 +146,8 @@ func (c *Channel) Owner() conch.UserID { return c.opts.Owner }
 func (c *Channel) Name() conch.ChannelName { return conch.ChannelWeb }
 
 // Run implements conch.Channel: it hands the browser's messages to h until
-// ctx is done. The HTTP handlers refuse messages before Run.
+// ctx is done, and prunes expired sessions hourly. The HTTP handlers refuse
+// messages before Run.
 func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	c.mu.Lock()
 	if c.handler != nil {
@@ -147,8 +157,18 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	c.handler = h
 	close(c.ready)
 	c.mu.Unlock()
-	<-ctx.Done()
-	return nil
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if err := c.auth.Prune(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("prune web sessions", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // Send implements conch.Channel. The page renders replies and notices from
@@ -174,7 +194,9 @@ func (c *Channel) Register(mux *http.ServeMux) {
 	mux.Handle("GET /dashboard", c.secure(c.page("dashboard.html")))
 	mux.Handle("GET /login", c.secure(http.HandlerFunc(c.login)))
 	mux.Handle("POST /api/logout", c.api(c.logout))
-	mux.Handle("GET /api/session", c.api(func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]any{"ok": true}) }))
+	mux.Handle("GET /api/session", c.api(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "max_message_bytes": c.opts.MaxMessageBytes})
+	}))
 
 	mux.Handle("GET /api/conversations", c.api(c.listConversations))
 	mux.Handle("POST /api/conversations", c.api(c.createConversation))
@@ -221,6 +243,9 @@ func (c *Channel) secure(h http.Handler) http.Handler {
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("X-Frame-Options", "DENY")
+		if c.opts.Secure {
+			hd.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		h.ServeHTTP(w, r)
 	})
 }

@@ -70,7 +70,8 @@ func (ts *testServer) loginURL() string {
 	return ts.srv.URL + "/login?token=" + url.QueryEscape(tok)
 }
 
-// client returns an HTTP client that logged in with a login link.
+// client returns an HTTP client that logged in with a login link and sends
+// the session's request token with every request, as the page does.
 func (ts *testServer) client() *http.Client {
 	ts.t.Helper()
 	jar, _ := cookiejar.New(nil)
@@ -80,10 +81,20 @@ func (ts *testServer) client() *http.Client {
 		ts.t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		ts.t.Fatalf("login: status %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(tokenHeader) == "" {
+		ts.t.Fatalf("login: status %d, token %q", resp.StatusCode, resp.Header.Get(tokenHeader))
 	}
+	c.Transport = tokenTransport{resp.Header.Get(tokenHeader)}
 	return c
+}
+
+// tokenTransport adds a session's request token to every request.
+type tokenTransport struct{ token string }
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(tokenHeader, t.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func (ts *testServer) do(c *http.Client, method, path string, body any) (int, []byte) {
@@ -208,12 +219,22 @@ func TestLoginLinkIsSingleUseAndLeavesTheURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("login: status %d, want 303", resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("login: status %d, want 200", resp.StatusCode)
 	}
-	if loc := resp.Header.Get("Location"); loc != "/" {
-		t.Errorf("redirect to %q, want / (no token)", loc)
+	// The page keeps the request token and replaces itself with /, so the
+	// login link leaves the address bar and the history.
+	reqToken := resp.Header.Get(tokenHeader)
+	u0, _ := url.Parse(link)
+	if reqToken == "" || !strings.Contains(string(page), `<meta name="conch-token" content="`+reqToken+`">`) ||
+		!strings.Contains(string(page), `<meta name="conch-next" content="/">`) || !strings.Contains(string(page), `src="/static/login.js"`) ||
+		strings.Contains(string(page), u0.Query().Get("token")) {
+		t.Fatalf("login page: token %q, page %s", reqToken, page)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("login page Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
 	}
 	cks := resp.Cookies()
 	if len(cks) != 1 || cks[0].Name != cookieName || !cks[0].HttpOnly || cks[0].SameSite != http.SameSiteStrictMode {
@@ -248,8 +269,8 @@ func TestLoginLinkIsSingleUseAndLeavesTheURL(t *testing.T) {
 	jar, _ := cookiejar.New(nil)
 	u, _ := url.Parse(ts.srv.URL)
 	jar.SetCookies(u, cks)
-	if st, _ := ts.do(&http.Client{Jar: jar}, "GET", "/api/session", nil); st != http.StatusOK {
-		t.Fatalf("session with the cookie: %d", st)
+	if st, _ := ts.do(&http.Client{Jar: jar, Transport: tokenTransport{reqToken}}, "GET", "/api/session", nil); st != http.StatusOK {
+		t.Fatalf("session with the cookie and the token: %d", st)
 	}
 }
 
@@ -504,6 +525,10 @@ func TestTooLongMessageIsRefusedWhole(t *testing.T) {
 	}
 	if websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
 		t.Fatalf("oversized frame: %v, want close 1009", err)
+	}
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Reason, "limit") {
+		t.Fatalf("oversized frame: close reason %q, want one naming the limit", ce.Reason)
 	}
 	if n := len(ts.gw.inbounds()); n != 1 {
 		t.Fatalf("%d messages stored, want 1", n)

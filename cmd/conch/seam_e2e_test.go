@@ -22,7 +22,8 @@ import (
 )
 
 // webClient is a logged-in HTTP client of `conch up`'s web chat, as a page
-// would be: the session cookie from a login link of `conch web url`.
+// would be: the session cookie and the request token from a login link of
+// `conch web url`.
 type webClient struct {
 	base   string
 	client *http.Client
@@ -37,9 +38,11 @@ func webLogin(t *testing.T, env []string, base string) *webClient {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("login: %s", resp.Status)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Conch-Token") == "" {
+		t.Fatalf("login: %s, no request token", resp.Status)
 	}
+	// The page sends the login's request token with every request.
+	c.client.Transport = tokenTransport{resp.Header.Get("X-Conch-Token")}
 	return c
 }
 

@@ -20,6 +20,7 @@ import (
 	"conch/config"
 	"conch/gateway"
 	"conch/obs/metrics"
+	"conch/sqlite"
 )
 
 // webCmd is `conch web url` and `conch web logout-all`.
@@ -43,7 +44,7 @@ func (a *app) webCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			auth := web.NewAuth(d.db, cfg.Web.LoginTTL.D(), cfg.Web.SessionTTL.D(), nil)
+			auth := web.NewAuth(d.db, d.db, cfg.Web.LoginTTL.D(), cfg.Web.SessionTTL.D(), nil)
 			link, err := loginLink(cmd.Context(), cfg, auth, dashboard)
 			if err != nil {
 				return err
@@ -68,7 +69,7 @@ func (a *app) webCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			if err := web.NewAuth(d.db, 0, 0, nil).LogoutAll(cmd.Context()); err != nil {
+			if err := web.NewAuth(d.db, d.db, 0, 0, nil).LogoutAll(cmd.Context()); err != nil {
 				return err
 			}
 			fmt.Fprintln(a.stdout, "Every web session has ended; open sockets close within a minute.")
@@ -88,6 +89,13 @@ func webAvailable(cfg *config.Config) error {
 		return errors.New(`gateway.listen is empty: set it (e.g. "127.0.0.1:8484") to serve the web chat`)
 	}
 	return nil
+}
+
+// webSecure says whether people reach the web chat over HTTPS: conch's own
+// TLS, or a TLS reverse proxy named by web.public_url. The session cookie is
+// then Secure and HSTS is sent.
+func webSecure(cfg *config.Config) bool {
+	return cfg.Web.TLS() || strings.HasPrefix(strings.ToLower(cfg.Web.PublicURL), "https://")
 }
 
 // baseURL is where people reach the web chat: web.public_url, or the
@@ -137,6 +145,7 @@ type gatewayRef struct {
 func newGatewayRef() *gatewayRef { return &gatewayRef{ready: make(chan struct{})} }
 
 var (
+	_ web.Sessions              = (*sqlite.DB)(nil)
 	_ conch.EventSource         = (*gatewayRef)(nil)
 	_ conch.ConversationControl = (*gatewayRef)(nil)
 )
@@ -217,16 +226,17 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 	d.gateway = ref
 	mo := metrics.Options{Events: ref, Logger: d.log}
 	opts := web.Options{
-		Events: ref, Control: ref, Store: d.db, Read: d.db, History: d.db,
+		Events: ref, Control: ref, Store: d.db, Sessions: d.db, Read: d.db, History: d.db,
 		MaxMessageBytes: cfg.Web.MaxMessageBytes,
 		LoginTTL:        cfg.Web.LoginTTL.D(), SessionTTL: cfg.Web.SessionTTL.D(),
-		Secure: cfg.Web.TLS(), Logger: d.log,
+		Secure: webSecure(cfg), Logger: d.log,
 	}
 	if d.runtime != nil { // a nil *Runtime must not become a non-nil interface
 		opts.Sandboxes, mo.Sandboxes = d.runtime, d.runtime
 		opts.Terminals, mo.Terminals = d.terminals, d.terminals.Count
 	}
 	m := metrics.New(mo)
+	d.metrics = m // newAgent names its tools (the only tool label values)
 	opts.Metrics = m.Handler()
 	if cfg.Web.PublicURL != "" {
 		if u, err := url.Parse(cfg.Web.PublicURL); err == nil {

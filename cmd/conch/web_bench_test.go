@@ -83,6 +83,7 @@ func newWebBench(b *testing.B) *webBench {
 		b.Fatal(err)
 	}
 	resp.Body.Close()
+	client.Transport = tokenTransport{resp.Header.Get("X-Conch-Token")} // the page sends it with every request
 	return &webBench{gw: gw, web: wc, srv: srv, client: client, cliIn: inW, cliOut: bufio.NewReader(outR), cliConv: cliConv,
 		stop: func() { cancel(); inW.Close(); srv.Close(); <-done }}
 }
@@ -241,4 +242,13 @@ func benchFanout(b *testing.B, event func(i, j int) conch.EventData) {
 	b.ReportMetric(float64(b.N*batch*subs)/elapsed.Seconds(), "deliveries/s")
 	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "events/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// tokenTransport adds a web session's request token to every request.
+type tokenTransport struct{ token string }
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Conch-Token", t.token)
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
 
 	"conch/internal/testenv"
 	"conch/internal/testenv/browser"
@@ -100,6 +102,44 @@ func TestWebChatEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(`//div[contains(@class,"assistant")]//pre/code[contains(., "ls -l")]`, chromedp.BySearch),
 	)
 	browser.Screenshot(t, ctx, "web-chat")
+
+	// The session cookie Chromium holds, replayed alone as curl would (a
+	// page on another port of this machine can make the browser send it
+	// there): the API, the dashboard's data, /metrics and the chat socket
+	// refuse it; the page, which also sends its request token, works on.
+	var cookies []*network.Cookie
+	var conv string
+	browser.Run(t, ctx, "cookies", chromedp.Evaluate(`state.current`, &conv), chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		cookies, err = network.GetCookies().WithURLs([]string{base}).Do(ctx)
+		return err
+	}))
+	var jar []string
+	for _, c := range cookies {
+		jar = append(jar, c.Name+"="+c.Value)
+	}
+	if len(jar) == 0 {
+		t.Fatal("no cookie in the browser after login")
+	}
+	for _, path := range []string{"/api/session", "/api/conversations", "/api/dashboard", "/api/audit", "/metrics"} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Cookie", strings.Join(jar, "; "))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s with the replayed cookie: %d %.80s, want 401", path, resp.StatusCode, body)
+		}
+	}
+	wsConn, _, err := websocket.Dial(context.Background(), "ws://"+addr+"/api/chat?c="+conv+"&after=0",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Cookie": {strings.Join(jar, "; ")}, "Origin": {base}}})
+	if err == nil {
+		wsConn.CloseNow()
+		t.Error("chat socket opened with the replayed cookie")
+	}
 
 	// /status works as in every channel.
 	browser.Run(t, ctx, "status command",

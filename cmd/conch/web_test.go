@@ -101,3 +101,23 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	}
 	return certFile, keyFile
 }
+
+// TestWebSecure: behind a TLS reverse proxy (web.public_url https) or with
+// conch's own TLS the session cookie is Secure (and HSTS is sent).
+func TestWebSecure(t *testing.T) {
+	for _, tc := range []struct {
+		public, cert string
+		want         bool
+	}{
+		{"", "", false},
+		{"http://conch.lan:8484", "", false},
+		{"https://conch.example.org/", "", true},
+		{"HTTPS://conch.example.org", "", true},
+		{"", "c.pem", true},
+	} {
+		cfg := &config.Config{Web: config.WebConfig{PublicURL: tc.public, TLSCert: tc.cert, TLSKey: tc.cert}}
+		if got := webSecure(cfg); got != tc.want {
+			t.Errorf("webSecure(public_url %q, tls_cert %q) = %v, want %v", tc.public, tc.cert, got, tc.want)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"conch/llm/gemini"
 	"conch/llm/openai"
 	"conch/obs"
+	"conch/obs/metrics"
 	"conch/sandbox/docker"
 	"conch/schedule"
 	"conch/skill"
@@ -66,6 +67,8 @@ type deps struct {
 	// (web.go); nil without the web chat.
 	web     *web.Channel
 	gateway *gatewayRef
+	// metrics counts tool calls by the names of the tools the agent has.
+	metrics *metrics.Collector
 	// releasers hold per-conversation state that a reset or close frees.
 	releasers []conch.Releaser
 	// skills finds skills and fills the directory sandboxes mount (webtools.go).
@@ -195,6 +198,13 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	ts, err := tools(d)
 	if err != nil {
 		return nil, err
+	}
+	if d.metrics != nil {
+		names := make([]string, len(ts))
+		for i, t := range ts {
+			names[i] = t.Spec().Name
+		}
+		d.metrics.SetTools(names)
 	}
 	window := d.cfg.Model.ContextWindow
 	if window == 0 {

@@ -27,7 +27,12 @@ type Options struct {
 	Sandboxes conch.SandboxAdmin
 	// Terminals, if set, returns the number of open terminals.
 	Terminals func() int
-	Logger    *slog.Logger
+	// Tools are the tool names counted under their own label value (the
+	// tools conch offers the model, configured ones included). Any other
+	// name a tool call carries, chosen by the model, counts as "other", so
+	// the label set stays bounded. SetTools replaces the list later.
+	Tools  []string
+	Logger *slog.Logger
 }
 
 // Collector keeps the metrics.
@@ -50,8 +55,9 @@ type Collector struct {
 	running     prometheus.Gauge
 	resubscribe prometheus.Counter
 
-	mu   sync.Mutex
-	live map[turnKey]*turnState
+	mu    sync.Mutex
+	live  map[turnKey]*turnState
+	tools map[string]bool // label values allowed for "tool"
 }
 
 type turnKey struct {
@@ -71,6 +77,7 @@ func New(opts Options) *Collector {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Collector{opts: opts, reg: prometheus.NewRegistry(), log: opts.Logger, live: map[turnKey]*turnState{}}
+	c.SetTools(opts.Tools)
 	durations := []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
 	c.events = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_events_total", Help: "Conversation events seen, by type."}, []string{"type"})
 	c.messages = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_messages_total", Help: "Messages by channel and direction (in: from people; out: answers)."}, []string{"channel", "direction"})
@@ -80,14 +87,37 @@ func New(opts Options) *Collector {
 	c.modelDur = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "conch_model_call_duration_seconds", Help: "Latency of model calls that answered (from the call's start to its usage report).", Buckets: durations})
 	c.modelErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_errors_total", Help: "Failed model calls that were retried, by error class."}, []string{"class"})
 	c.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_tokens_total", Help: "Model tokens, by direction (input, output)."}, []string{"direction"})
-	c.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_tool_calls_total", Help: "Tool calls, by tool and result (ok, error)."}, []string{"tool", "result"})
-	c.toolDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conch_tool_duration_seconds", Help: "Tool call durations, by tool.", Buckets: durations}, []string{"tool"})
+	c.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_tool_calls_total", Help: "Tool calls, by tool (one conch offers, else other) and result (ok, error)."}, []string{"tool", "result"})
+	c.toolDur = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "conch_tool_duration_seconds", Help: "Tool call durations, by tool (one conch offers, else other).", Buckets: durations}, []string{"tool"})
 	c.queue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "conch_queue_depth", Help: "Turns waiting for their conversation's worker."})
 	c.running = prometheus.NewGauge(prometheus.GaugeOpts{Name: "conch_turns_running", Help: "Turns running now."})
 	c.resubscribe = prometheus.NewCounter(prometheus.CounterOpts{Name: "conch_metrics_resubscribes_total", Help: "Times the metrics subscriber fell behind the event hub and subscribed again (events in between are not counted)."})
 	c.reg.MustRegister(c.events, c.messages, c.notices, c.turns, c.turnDur, c.modelDur, c.modelErrs, c.tokens,
 		c.toolCalls, c.toolDur, c.queue, c.running, c.resubscribe, &scrapeCollector{c: c})
 	return c
+}
+
+// SetTools sets the tool names counted under their own label value (see
+// Options.Tools); other names count as "other".
+func (c *Collector) SetTools(names []string) {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	c.mu.Lock()
+	c.tools = m
+	c.mu.Unlock()
+}
+
+// toolLabel is the label value for a tool name: the name of a known tool,
+// else "other".
+func (c *Collector) toolLabel(name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tools[name] {
+		return name
+	}
+	return "other"
 }
 
 // Registry returns the registry, for tests and extra collectors.
@@ -156,8 +186,9 @@ func (c *Collector) Observe(ev conch.Event) {
 		if d.IsError {
 			result = "error"
 		}
-		c.toolCalls.WithLabelValues(d.Name, result).Inc()
-		c.toolDur.WithLabelValues(d.Name).Observe(d.Duration.Seconds())
+		tool := c.toolLabel(d.Name)
+		c.toolCalls.WithLabelValues(tool, result).Inc()
+		c.toolDur.WithLabelValues(tool).Observe(d.Duration.Seconds())
 		// The next model call starts when the tools are done.
 		c.setMark(ev, ev.At)
 	}

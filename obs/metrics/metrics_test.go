@@ -25,7 +25,7 @@ func ev(key conch.ConversationKey, turn conch.TurnID, after time.Duration, d con
 }
 
 func TestObserve(t *testing.T) {
-	c := New(Options{Terminals: func() int { return 3 }, Sandboxes: fakeAdmin{}})
+	c := New(Options{Terminals: func() int { return 3 }, Sandboxes: fakeAdmin{}, Tools: []string{"bash", "read_file"}})
 	code := 0
 	for _, e := range []conch.Event{
 		ev(web, 1, 0, conch.MessageEvent{Role: conch.RoleUser, Text: "hi"}),
@@ -196,4 +196,29 @@ type fakeAdmin struct{ conch.SandboxAdmin }
 
 func (fakeAdmin) Sandboxes(context.Context) ([]conch.SandboxInfo, error) {
 	return []conch.SandboxInfo{{State: "running"}, {State: "running"}, {State: "running", Pool: true}, {State: "exited", Orphan: true}}, nil
+}
+
+// Tool names come from the model: only the tools conch offers are label
+// values; anything else the model makes up is counted as "other", so a model
+// cannot grow /metrics without bound.
+func TestToolLabelsAreBounded(t *testing.T) {
+	c := New(Options{Tools: []string{"bash"}})
+	c.SetTools([]string{"bash", "read_file"})
+	for i := range 500 {
+		c.Observe(ev(web, 1, 0, conch.ToolFinished{CallID: "x", Name: "made_up_" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + "_" + time.Duration(i).String()}))
+	}
+	c.Observe(ev(web, 1, 0, conch.ToolFinished{CallID: "b", Name: "bash"}))
+	c.Observe(ev(web, 1, 0, conch.ToolFinished{CallID: "r", Name: "read_file", IsError: true}))
+	if n := testutil.CollectAndCount(c.toolCalls); n != 3 {
+		t.Errorf("tool call series: got %d, want 3 (bash, read_file, other)", n)
+	}
+	if n := testutil.CollectAndCount(c.toolDur); n != 3 {
+		t.Errorf("tool duration series: got %d, want 3", n)
+	}
+	if got := testutil.ToFloat64(c.toolCalls.WithLabelValues("other", "ok")); got != 500 {
+		t.Errorf("other: got %v, want 500", got)
+	}
+	if got := testutil.ToFloat64(c.toolCalls.WithLabelValues("read_file", "error")); got != 1 {
+		t.Errorf("read_file errors: got %v, want 1", got)
+	}
 }

@@ -28,6 +28,34 @@ function setOutbox(id, list) {
   else localStorage.removeItem(outboxKey(id));
 }
 
+// tooLong says why text cannot be sent ("" when it can): the server refuses
+// a message over its limit, and closes the socket on a frame far over it, so
+// such a message would never leave the outbox and would block every later one.
+function tooLong(text) {
+  const max = (conch.session && conch.session.max_message_bytes) || 65536;
+  const n = new TextEncoder().encode(text).length;
+  if (n <= max) return "";
+  return "This message is too long (" + n + " bytes; the limit is " + max + "). Nothing was sent: shorten it, or put the text in a file.";
+}
+
+// dropFromOutbox removes a message from the outbox and the page.
+function dropFromOutbox(convID, id) {
+  setOutbox(convID, outbox(convID).filter((m) => m.id !== id));
+  removePending(id);
+}
+
+// purgeOutbox drops the messages that can never be sent (left by an older
+// page, or a limit that changed), saying so.
+function purgeOutbox(convID) {
+  for (const m of outbox(convID)) {
+    const why = tooLong(m.text);
+    if (why) {
+      dropFromOutbox(convID, m.id);
+      conch.showError("A message waiting to be sent was dropped. " + why);
+    }
+  }
+}
+
 async function loadConvs() {
   state.convs = await conch.api("GET", "/api/conversations");
   renderConvs();
@@ -62,6 +90,7 @@ function openConv(id) {
   const c = state.convs.find((x) => x.id === id);
   $("conv-title").textContent = c ? c.title : id;
   renderConvs();
+  purgeOutbox(id);
   for (const m of outbox(id)) addPending(m);
   connect();
   $("input").focus();
@@ -69,12 +98,13 @@ function openConv(id) {
 
 function connect() {
   const id = state.current;
-  const ws = new WebSocket(conch.wsURL("/api/chat?c=" + encodeURIComponent(id) + "&after=" + state.lastSeq));
+  const ws = conch.ws("/api/chat?c=" + encodeURIComponent(id) + "&after=" + state.lastSeq);
   state.ws = ws;
   setConn("connecting");
   ws.onopen = () => {
     state.retry = 0;
     setConn("connected");
+    purgeOutbox(id);
     for (const m of outbox(id)) ws.send(JSON.stringify({ type: "send", id: m.id, text: m.text }));
   };
   ws.onmessage = (msg) => {
@@ -87,7 +117,14 @@ function connect() {
     state.ws = null;
     setConn("disconnected");
     if (e.code === 1008) { conch.showLogin(); return; }
-    if (e.code === 1009 || e.code === 1007 || e.code === 1003) conch.showError("The server closed the connection: " + (e.reason || e.code));
+    if (e.code === 1009) {
+      // A frame over the server's read limit: the largest waiting message
+      // (the only one that can be that big). Sent again it would close
+      // every connection, so it is dropped.
+      const big = outbox(id).reduce((a, m) => (!a || m.text.length > a.text.length ? m : a), null);
+      if (big) dropFromOutbox(id, big.id);
+      conch.showError("A message was too long for the connection and was dropped; nothing of it was sent. Shorten it, or put the text in a file. (" + (e.reason || e.code) + ")");
+    } else if (e.code === 1007 || e.code === 1003) conch.showError("The server closed the connection: " + (e.reason || e.code));
     const delay = Math.min(15000, 500 * Math.pow(2, state.retry++));
     setTimeout(() => { if (state.current === id && !state.ws) connect(); }, delay);
   };
@@ -118,6 +155,7 @@ function onFrame(f) {
       state.turns = {};
       for (const m of f.messages) addMessage(m.role, m.text, m.html);
       state.lastSeq = f.seq;
+      purgeOutbox(state.current);
       for (const m of outbox(state.current)) addPending(m);
       break;
     case "ack":
@@ -163,7 +201,7 @@ function turnBox(turn) {
   let t = state.turns[turn];
   if (!t) {
     const box = conch.el("div", { class: "turn" });
-    t = { box, stream: null, tools: {}, progress: null };
+    t = { box, stream: null, tools: {}, progress: null, deltas: [] };
     state.turns[turn] = t;
     $("messages").append(box);
   }
@@ -177,6 +215,7 @@ function renderEvent(ev, html) {
       if (d.role === "assistant" && ev.turn && state.turns[ev.turn] && state.turns[ev.turn].stream) {
         state.turns[ev.turn].stream.remove();
         state.turns[ev.turn].stream = null;
+        state.turns[ev.turn].deltas = [];
       }
       addMessage(d.role === "assistant" ? "assistant" : "user", d.text, html);
       break;
@@ -190,8 +229,8 @@ function renderEvent(ev, html) {
     case "text_delta": {
       const t = turnBox(ev.turn);
       if (!t.stream) { t.stream = conch.el("div", { class: "msg assistant streaming" }); t.box.append(t.stream); }
-      t.stream.textContent += d.text;
-      scrollDown();
+      t.deltas.push(d.text);
+      if (!state.deltaTimer) state.deltaTimer = setTimeout(flushDeltas, 40);
       break;
     }
     case "tool_started": {
@@ -242,6 +281,21 @@ function renderEvent(ev, html) {
   }
 }
 
+// flushDeltas shows the streamed text gathered since the last call, as one
+// appended text node per turn, and scrolls once. Text is never rewritten
+// and layout runs at most once per flush: per delta, a long unbroken token
+// was laid out again whole each time, which froze the tab for minutes.
+function flushDeltas() {
+  state.deltaTimer = 0;
+  let any = false;
+  for (const t of Object.values(state.turns)) {
+    if (!t.deltas.length) continue;
+    if (t.stream) { t.stream.append(t.deltas.join("")); any = true; }
+    t.deltas = [];
+  }
+  if (any) scrollDown();
+}
+
 function setStatus(s) {
   $("status").textContent = s;
   $("status").className = "status" + (s ? " busy" : "");
@@ -257,6 +311,8 @@ function send() {
   const input = $("input");
   const text = input.value;
   if (!text.trim() || !state.current) return;
+  const why = tooLong(text);
+  if (why) { conch.showError(why); return; } // kept in the input, to shorten
   const m = { id: newID(), text };
   setOutbox(state.current, outbox(state.current).concat([m]));
   addPending(m);
@@ -291,9 +347,9 @@ function main() {
       if (state.convs.length) openConv(state.convs[0].id); else await newConv();
     } catch (e) { conch.showError(e.message); }
   });
-  $("logout").addEventListener("click", async () => {
-    try { await conch.api("POST", "/api/logout"); } catch (e) { /* shown as login */ }
-    conch.showLogin();
+  $("logout").addEventListener("click", () => {
+    if (state.ws) { state.ws.onclose = null; state.ws.close(); state.ws = null; }
+    conch.logout();
   });
   setInterval(() => loadConvs().catch(() => {}), 10000);
   loadConvs().then(() => {

@@ -1,9 +1,16 @@
 // Shared by the chat and the dashboard: API calls, the login check, small DOM helpers.
+//
+// Every request carries the session's request token besides its cookie: the
+// token came with the answer to the login link (login.js) and lives in this
+// origin's localStorage, which pages of other ports cannot read, while the
+// cookie is sent to any port of this host. Fetches send it as a header,
+// WebSockets as a subprotocol.
 "use strict";
 
 const conch = {
+  token() { return localStorage.getItem("conch.token") || ""; },
   async api(method, path, body) {
-    const opts = { method, headers: {}, credentials: "same-origin" };
+    const opts = { method, headers: { "X-Conch-Token": conch.token() }, credentials: "same-origin" };
     if (body !== undefined) {
       opts.headers["Content-Type"] = "application/json";
       opts.body = JSON.stringify(body);
@@ -15,13 +22,20 @@ const conch = {
     if (!r.ok) throw new Error((data && data.error) || ("HTTP " + r.status));
     return data;
   },
+  // text fetches a text resource (/metrics) with the token.
+  async text(path) {
+    const r = await fetch(path, { headers: { "X-Conch-Token": conch.token() }, credentials: "same-origin" });
+    if (r.status === 401) { conch.showLogin(); throw new Error("not logged in"); }
+    if (!r.ok) throw new Error("HTTP " + r.status);
+    return r.text();
+  },
   showLogin() {
     document.getElementById("app").hidden = true;
     document.getElementById("login").hidden = false;
   },
   async start(main) {
     try {
-      await conch.api("GET", "/api/session");
+      conch.session = await conch.api("GET", "/api/session");
     } catch (e) {
       conch.showLogin();
       return;
@@ -43,6 +57,15 @@ const conch = {
   },
   wsURL(path) {
     return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
+  },
+  // ws opens a WebSocket carrying the request token.
+  ws(path) {
+    return new WebSocket(conch.wsURL(path), ["conch", "conch-token." + conch.token()]);
+  },
+  async logout() {
+    try { await conch.api("POST", "/api/logout"); } catch (e) { /* shown as login */ }
+    localStorage.removeItem("conch.token");
+    conch.showLogin();
   },
   showError(msg) {
     const e = document.getElementById("error");

@@ -96,7 +96,7 @@ function openTerm(key, n) {
   const term = new Terminal({ disableStdin: true, convertEol: false, cursorBlink: false, fontSize: 13, scrollback: 5000, cols: 160, rows: 48 });
   dash.term = term;
   term.open($("term"));
-  const ws = new WebSocket(conch.wsURL("/api/terminal?key=" + encodeURIComponent(key) + "&tty=" + n));
+  const ws = conch.ws("/api/terminal?key=" + encodeURIComponent(key) + "&tty=" + n);
   ws.binaryType = "arraybuffer";
   dash.termWS = ws;
   $("term-state").textContent = "connecting";
@@ -119,8 +119,19 @@ function openTerm(key, n) {
   };
 }
 
+// showMetrics shows /metrics as text (a bare tab cannot open it: it needs
+// the session's token besides the cookie).
+async function showMetrics() {
+  try {
+    $("metrics").textContent = await conch.text("/metrics");
+    $("metrics-section").hidden = false;
+  } catch (e) { conch.showError("metrics: " + e.message); }
+}
+
 function main() {
   $("term-close").addEventListener("click", closeTerm);
+  $("metrics-open").addEventListener("click", showMetrics);
+  $("metrics-close").addEventListener("click", () => { $("metrics-section").hidden = true; });
   refresh();
   refreshAudit();
   setInterval(refresh, 3000);
