@@ -1,6 +1,9 @@
 package conch
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Channel is a channel adapter: it receives messages from people and sends replies.
 //
@@ -33,10 +36,16 @@ type Handler interface {
 	ConversationClosed(ctx context.Context, key ConversationKey) error
 }
 
-// TypingChannel can show that a reply is being worked on.
+// TypingChannel can show that a reply is being worked on. The gateway is
+// its one renewer: while a turn runs it calls SetTyping(true) every
+// TypingEvery, and SetTyping(false) when the turn is over.
 type TypingChannel interface {
 	Channel
+	// SetTyping shows (true) or clears (false) the indicator once.
 	SetTyping(ctx context.Context, key ConversationKey, typing bool) error
+	// TypingEvery is how often the indicator must be shown again to stay
+	// on (it fades on its own); 0 means it stays until cleared.
+	TypingEvery() time.Duration
 }
 
 // MessageRef identifies a sent message so that it can be edited.

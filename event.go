@@ -96,6 +96,16 @@ type TurnState struct {
 	Resumes bool `json:"resumes,omitempty"`
 }
 
+// HookRan says a stage of a conversation's turn hooks ran (hook/): how
+// many hooks, which of them failed, and for pre-stop the open issues handed
+// back to the model.
+type HookRan struct {
+	Stage  string   `json:"stage"` // "pre-turn", "pre-stop" or "post-turn"
+	Hooks  int      `json:"hooks"`
+	Failed []string `json:"failed,omitempty"` // names of hooks that failed or timed out
+	Issues []string `json:"issues,omitempty"`
+}
+
 // ReasonInterrupted is the Reason of a turn interrupted by a shutdown (it
 // Resumes).
 const ReasonInterrupted = "interrupted_by_shutdown"
@@ -118,6 +128,7 @@ func (ToolProgress) Type() string { return "tool_progress" }
 func (RetryEvent) Type() string   { return "retry" }
 func (TurnState) Type() string    { return "turn" }
 func (ContextUse) Type() string   { return "context" }
+func (HookRan) Type() string      { return "hook" }
 
 // MarshalJSON renders an event as {"conversation", "turn", "seq", "at", "type", "data"}.
 func (e Event) MarshalJSON() ([]byte, error) {
@@ -175,6 +186,8 @@ func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
 		d = &TurnState{}
 	case "context":
 		d = &ContextUse{}
+	case "hook":
+		d = &HookRan{}
 	default:
 		return nil, Errorf(KindInvalid, "unknown event type %q", typ)
 	}
@@ -183,6 +196,8 @@ func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
 	}
 	// Hand back values, as publishers use them.
 	switch v := d.(type) {
+	case *HookRan:
+		return *v, nil
 	case *MessageEvent:
 		return *v, nil
 	case *NoticeEvent:

@@ -58,7 +58,8 @@ type Options struct {
 	// pre-stop hooks): each line it returns is an open issue, handed back to
 	// the model as a user-role note to address before it may finish, at
 	// most MaxPreStopRounds times per turn. Nil or no lines: the answer stands.
-	PreStop func(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string) []string
+	// The stage's summary is emitted as an event when hooks ran.
+	PreStop func(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string) conch.HookRan
 	// Secrets are replaced by Redacted in every tool result, tool error and
 	// progress line before the model, the store or any channel sees them
 	// (defence in depth: the configured API keys, tokens and passwords).
@@ -199,11 +200,15 @@ const MaxPreStopRounds = 2
 
 // preStop asks Options.PreStop about an answer; when it names open issues
 // (and rounds are left) it returns the note that hands them back.
-func (a *Agent) preStop(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string, rounds *int) (conch.Message, bool) {
+func (a *Agent) preStop(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string, rounds *int, emit conch.EventSink) (conch.Message, bool) {
 	if a.opts.PreStop == nil || *rounds >= MaxPreStopRounds {
 		return conch.Message{}, false
 	}
-	issues := a.opts.PreStop(ctx, turn, env, answer)
+	ran := a.opts.PreStop(ctx, turn, env, answer)
+	if ran.Hooks > 0 {
+		emit(ran)
+	}
+	issues := ran.Issues
 	if len(issues) == 0 || ctx.Err() != nil {
 		return conch.Message{}, false
 	}

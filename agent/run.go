@@ -174,7 +174,7 @@ func (t *turnRun) answer(ctx context.Context, resp conch.ModelResponse) (done bo
 	if err := a.opts.Store.AppendMessage(ctx, t.in.Turn, msg); err != nil {
 		return true, fmt.Errorf("record answer: %w", err)
 	}
-	if note, ok := a.preStop(ctx, t.in.Turn, t.env, msg.Text, &t.preStops); ok {
+	if note, ok := a.preStop(ctx, t.in.Turn, t.env, msg.Text, &t.preStops, t.emit); ok {
 		if err := a.opts.Store.AppendMessage(ctx, t.in.Turn, note); err != nil {
 			return true, fmt.Errorf("record pre-stop issues: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"conch"
 )
@@ -181,13 +182,16 @@ func (r *Recorder) StepKinds() []conch.StepKind {
 // Channel records what is sent to it and delivers what tests inject.
 type Channel struct {
 	ChannelName conch.ChannelName
-	mu          sync.Mutex
-	sent        []conch.Outbound
-	typing      map[conch.ConversationKey]bool
-	notify      chan struct{}
-	handler     conch.Handler
-	ready       chan struct{}
-	once        sync.Once
+	// Renew is the channel's TypingEvery (0: the indicator stays).
+	Renew   time.Duration
+	mu      sync.Mutex
+	sent    []conch.Outbound
+	typing  map[conch.ConversationKey]bool
+	shown   map[conch.ConversationKey]int
+	notify  chan struct{}
+	handler conch.Handler
+	ready   chan struct{}
+	once    sync.Once
 }
 
 var (
@@ -230,7 +234,23 @@ func (c *Channel) SetTyping(_ context.Context, key conch.ConversationKey, typing
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.typing[key] = typing
+	if typing {
+		if c.shown == nil {
+			c.shown = map[conch.ConversationKey]int{}
+		}
+		c.shown[key]++
+	}
 	return nil
+}
+
+// TypingEvery implements conch.TypingChannel.
+func (c *Channel) TypingEvery() time.Duration { return c.Renew }
+
+// TypingShown counts the SetTyping(true) calls for key.
+func (c *Channel) TypingShown(key conch.ConversationKey) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shown[key]
 }
 
 // Typing reports the last typing state of key.

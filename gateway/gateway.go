@@ -26,6 +26,8 @@ type Store interface {
 	StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnStatus, reason string) error
 	UnfinishedTurns(ctx context.Context) ([]conch.Turn, error)
+	// Turn reads a turn (its message places progress and feeds hooks).
+	Turn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	ResetConversation(ctx context.Context, key conch.ConversationKey) error
 	// Cursor and SetCursor remember handled commands (see seenCommand).
 	Cursor(ctx context.Context, name string) (string, error)
@@ -38,13 +40,14 @@ type Runner interface {
 }
 
 // Hooks runs around each turn (hook.Runner implements it). Hooks never
-// fail a turn: they log their own failures.
+// fail a turn: they log their own failures. What ran is published as the
+// turn's HookRan event when any hook ran.
 type Hooks interface {
 	// BeforeTurn runs when the turn starts, before the model is called.
-	BeforeTurn(ctx context.Context, t conch.Turn)
+	BeforeTurn(ctx context.Context, t conch.Turn) conch.HookRan
 	// AfterTurn runs once the turn's answer was delivered (normal) or the
 	// turn stopped or failed (not normal).
-	AfterTurn(ctx context.Context, t conch.Turn, answer string, normal bool)
+	AfterTurn(ctx context.Context, t conch.Turn, answer string, normal bool) conch.HookRan
 }
 
 // Options configures a Gateway.
@@ -93,6 +96,7 @@ type Gateway struct {
 	channels map[conch.ChannelName]conch.Channel
 	log      *slog.Logger
 	hub      *Hub
+	view     *turnView
 
 	// salt makes outbound ids unique to this store (turn ids restart
 	// with a new store; a homeserver remembers transaction ids).
@@ -173,6 +177,8 @@ func New(opts Options) (*Gateway, error) {
 		convs:    make(map[conch.ConversationKey]*conversation),
 	}
 	g.hub = NewHub(opts.Events, opts.Logger, opts.Now)
+	g.view = newTurnView(g)
+	g.hub.Observe(g.view.observe)
 	g.idle = sync.NewCond(&g.mu)
 	for _, ch := range opts.Channels {
 		if _, dup := g.channels[ch.Name()]; dup {
@@ -198,6 +204,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 	g.ctx = ctx
 	g.resuming = true
 	g.mu.Unlock()
+	g.view.start(ctx)
+	defer g.view.wait()
 
 	if err := g.loadSalt(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -235,8 +243,16 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return nil
 }
 
-// WaitIdle blocks until no conversation has work or ctx is done.
+// WaitIdle blocks until no conversation has work (post-turn hooks
+// included) or ctx is done.
 func (g *Gateway) WaitIdle(ctx context.Context) error {
+	if err := g.waitWorkers(ctx); err != nil {
+		return err
+	}
+	return g.view.waitAllHooks(ctx)
+}
+
+func (g *Gateway) waitWorkers(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -324,8 +340,15 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 	if c.cur != nil && c.cur.turn.ID == t.ID {
 		return alreadyQueued, nil
 	}
-	for _, q := range c.queue {
+	for i, q := range c.queue {
 		if q.ID == t.ID {
+			// Queued by resume, which announces nothing: the submission
+			// announces it, so its pending state is published once.
+			pos := i + 1
+			if c.cur == nil || c.cur.answered {
+				pos--
+			}
+			pending(pos)
 			return alreadyQueued, nil
 		}
 	}
@@ -358,6 +381,8 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 func (g *Gateway) send(ctx context.Context, turn conch.TurnID, out conch.Outbound) bool {
 	switch out.Kind {
 	case conch.OutboundReply:
+		// The turn's progress and typing end before its answer goes out.
+		g.view.settle(out.Key, turn)
 		g.hub.Publish(ctx, out.Key, turn, conch.MessageEvent{Role: conch.RoleAssistant, Text: out.Text, Attachments: out.Attachments})
 	case conch.OutboundNotice:
 		g.hub.Publish(ctx, out.Key, turn, conch.NoticeEvent{Text: out.Text})

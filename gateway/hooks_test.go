@@ -17,16 +17,18 @@ type recHooks struct {
 	calls []string
 }
 
-func (h *recHooks) BeforeTurn(_ context.Context, t conch.Turn) {
+func (h *recHooks) BeforeTurn(_ context.Context, t conch.Turn) conch.HookRan {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls = append(h.calls, "before "+t.Inbound.Text)
+	return conch.HookRan{Stage: "pre-turn", Hooks: 1}
 }
 
-func (h *recHooks) AfterTurn(_ context.Context, t conch.Turn, answer string, normal bool) {
+func (h *recHooks) AfterTurn(_ context.Context, t conch.Turn, answer string, normal bool) conch.HookRan {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls = append(h.calls, fmt.Sprintf("after %s: %q normal=%v", t.Inbound.Text, answer, normal))
+	return conch.HookRan{Stage: "post-turn", Hooks: 1, Failed: []string{"10-x"}}
 }
 
 func TestHooksRunAroundEachTurn(t *testing.T) {
@@ -43,5 +45,19 @@ func TestHooksRunAroundEachTurn(t *testing.T) {
 	want := []string{"before hello", `after hello: "hi alice" normal=true`, "before again", `after again: "" normal=false`}
 	if fmt.Sprint(h.calls) != fmt.Sprint(want) {
 		t.Errorf("hooks ran %q, want %q", h.calls, want)
+	}
+	// What ran is kept as the turns' events.
+	evs, err := e.db.EventsSince(context.Background(), conch.ConversationKey{Channel: cli, ID: "c1"}, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stages []string
+	for _, ev := range evs {
+		if r, ok := ev.Data.(conch.HookRan); ok {
+			stages = append(stages, fmt.Sprintf("%d:%s%v", ev.Turn, r.Stage, r.Failed))
+		}
+	}
+	if got := fmt.Sprint(stages); got != "[1:pre-turn[] 1:post-turn[10-x] 2:pre-turn[] 2:post-turn[10-x]]" {
+		t.Errorf("hook events %s", got)
 	}
 }

@@ -38,6 +38,10 @@ type Hub struct {
 	lg  *slog.Logger
 	now func() time.Time
 
+	// observers see every event in the publisher's goroutine, in publish
+	// order; set before anything is published (Observe).
+	observers []func(conch.Event)
+
 	mu    sync.Mutex
 	convs map[conch.ConversationKey]*hubConv
 	all   map[*subscriber]struct{} // subscribers of every conversation
@@ -99,6 +103,14 @@ func (h *Hub) loadLocked(ctx context.Context, key conch.ConversationKey, c *hubC
 	return nil
 }
 
+// Observe adds an in-process subscriber that sees every event of every
+// conversation synchronously, as it is published, in publish order (a
+// conversation's events in Seq order). It must not block: it runs while the
+// conversation's publishing is held. Call it before anything is published.
+func (h *Hub) Observe(fn func(conch.Event)) {
+	h.observers = append(h.observers, fn)
+}
+
 // Publish numbers an event, keeps it (unless it is ephemeral) and hands it
 // to the subscribers. A failure to keep it is logged; the event still goes
 // out live, and the next kept event takes the same Seq.
@@ -126,6 +138,9 @@ func (h *Hub) Publish(ctx context.Context, key conch.ConversationKey, turn conch
 				c.ring = append(c.ring[:0:0], c.ring[len(c.ring)-ringSize:]...)
 			}
 		}
+	}
+	for _, fn := range h.observers {
+		fn(ev)
 	}
 	for s := range c.subs {
 		if !deliver(s, ev) {

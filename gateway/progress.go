@@ -21,10 +21,16 @@ const maxProgressLines = 12
 type progress struct {
 	g        *Gateway
 	key      conch.ConversationKey
-	turn     conch.Turn
+	turn     conch.TurnID
 	ch       conch.Channel
 	editing  conch.EditingChannel
 	interval time.Duration
+
+	// inReplyTo and thread place progress messages: the turn's message,
+	// read from the store before the first one is sent.
+	inReplyTo string
+	thread    conch.Thread
+	placed    bool
 
 	mu      sync.Mutex
 	lines   []string // the window shown (editing) or the lines not yet sent
@@ -35,8 +41,8 @@ type progress struct {
 	done    chan struct{} // closed when run returned
 }
 
-func newProgress(g *Gateway, key conch.ConversationKey, t conch.Turn) *progress {
-	p := &progress{g: g, key: key, turn: t, ch: g.channels[key.Channel], interval: g.opts.ProgressInterval,
+func newProgress(g *Gateway, key conch.ConversationKey, turn conch.TurnID) *progress {
+	p := &progress{g: g, key: key, turn: turn, ch: g.channels[key.Channel], interval: g.opts.ProgressInterval,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	p.editing, _ = p.ch.(conch.EditingChannel)
 	if p.editing != nil {
@@ -56,6 +62,13 @@ func progressLine(d conch.EventData) string {
 		return fmt.Sprintf("↻ model unavailable (%s), retrying in %s (retry %d of %d)", e.Reason, e.Delay.Round(time.Millisecond), e.Attempt, e.Max)
 	case conch.ToolProgress:
 		return e.Text
+	case conch.HookRan:
+		switch {
+		case len(e.Issues) > 0:
+			return fmt.Sprintf("⚑ %s hooks: %d open issue(s) to address", e.Stage, len(e.Issues))
+		case len(e.Failed) > 0:
+			return fmt.Sprintf("⚑ %s hook failed: %s", e.Stage, strings.Join(e.Failed, ", "))
+		}
 	}
 	return ""
 }
@@ -135,7 +148,15 @@ func (p *progress) send(text string, ref *conch.MessageRef) *conch.MessageRef {
 	// Progress is best effort: bounded, and never the turn's business.
 	ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
 	defer cancel()
-	out := conch.Outbound{Key: p.key, Kind: conch.OutboundProgress, Text: text, InReplyTo: p.turn.Inbound.ExternalID, Thread: p.turn.Inbound.Thread}
+	if !p.placed {
+		p.placed = true
+		if t, err := p.g.opts.Store.Turn(ctx, p.turn); err == nil {
+			p.inReplyTo, p.thread = t.Inbound.ExternalID, t.Inbound.Thread
+		} else {
+			p.g.log.Debug("progress: read the turn", "conversation", p.key, "turn", p.turn, "err", err)
+		}
+	}
+	out := conch.Outbound{Key: p.key, Kind: conch.OutboundProgress, Text: text, InReplyTo: p.inReplyTo, Thread: p.thread}
 	if p.editing != nil {
 		if ref != nil {
 			if err := p.editing.Edit(ctx, *ref, text); err == nil {
@@ -158,14 +179,18 @@ func (p *progress) send(text string, ref *conch.MessageRef) *conch.MessageRef {
 // close stops further progress and waits until what is pending was shown,
 // so a coalesced line (a retry, a tool call) is never lost before the answer.
 func (p *progress) close() {
+	p.end()
+	<-p.done
+}
+
+// end stops further progress without waiting; what is pending is still
+// shown.
+func (p *progress) end() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed {
-		p.mu.Unlock()
-		<-p.done
 		return
 	}
 	p.closed = true
-	p.mu.Unlock()
 	close(p.stop)
-	<-p.done
 }

@@ -132,22 +132,17 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 	if t.Attempts > 1 {
 		log.Info("resuming interrupted turn", "attempt", t.Attempts)
 	}
+	// The turn's typing, progress and post-turn hooks follow its events on
+	// the hub (turnview.go); the previous turn's post-turn hooks end first.
+	g.view.waitHooks(ctx, c.key)
 	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning, Attempt: t.Attempts})
 	c.deliverFiles(ctx, t, log)
-	var res agent.Result
-
-	stopTyping := c.typing(ctx)
-	// Turn hooks (hook/): pre-turn here, post-turn once the turn ended.
 	if g.opts.Hooks != nil {
-		g.opts.Hooks.BeforeTurn(ctx, t)
-		defer c.afterTurnHooks(ctx, t, &res, &err)
+		if ran := g.opts.Hooks.BeforeTurn(ctx, t); ran.Hooks > 0 {
+			g.hub.Publish(ctx, c.key, t.ID, ran)
+		}
 	}
-	prog := newProgress(g, c.key, t)
-	events := func(d conch.EventData) {
-		g.hub.Publish(ctx, c.key, t.ID, d)
-		prog.add(d)
-	}
-	res, err = g.opts.Agent.Run(ctx, agent.Input{
+	res, err := g.opts.Agent.Run(ctx, agent.Input{
 		Turn: t.ID,
 		Env: conch.ToolEnv{
 			Conversation: c.key,
@@ -155,11 +150,8 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 			Sandboxes:    g.sandboxes(),
 			Facts:        g.opts.Facts,
 		},
-		Events: events,
+		Events: func(d conch.EventData) { g.hub.Publish(ctx, c.key, t.ID, d) },
 	})
-	prog.close()
-	stopTyping()
-
 	c.settle(ctx, t, log, res, err)
 }
 
@@ -216,23 +208,6 @@ func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logge
 	}
 }
 
-// afterTurnHooks runs the post-turn hooks of a turn that ended, not of one
-// interrupted by shutdown or a reset (it resumes or is gone). They run on
-// conch's lifetime, so a /stop does not cut them short.
-func (c *conversation) afterTurnHooks(ctx context.Context, t conch.Turn, res *agent.Result, err *error) {
-	if *err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), errStopped) {
-		return
-	}
-	c.g.mu.Lock()
-	life := c.g.ctx
-	c.g.mu.Unlock()
-	if life == nil || life.Err() != nil {
-		return
-	}
-	normal := *err == nil && res.Stopped == agent.StopNone
-	c.g.opts.Hooks.AfterTurn(life, t, res.Text, normal)
-}
-
 // fail ends a turn with an error the user is told about in safe words.
 func (c *conversation) fail(ctx context.Context, t conch.Turn, log interface {
 	Error(string, ...any)
@@ -283,23 +258,6 @@ func (c *conversation) deliverFiles(ctx context.Context, t conch.Turn, log inter
 func (c *conversation) reply(t conch.Turn, kind conch.OutboundKind, text string) conch.Outbound {
 	return conch.Outbound{Key: c.key, Kind: kind, Text: text, InReplyTo: t.Inbound.ExternalID, Thread: t.Inbound.Thread,
 		ID: c.g.outboundID(t.ID, kind)}
-}
-
-// typing shows the typing indicator on channels that have one, until the
-// returned func is called.
-func (c *conversation) typing(ctx context.Context) func() {
-	tc, ok := c.g.channels[c.key.Channel].(conch.TypingChannel)
-	if !ok {
-		return func() {}
-	}
-	if err := tc.SetTyping(ctx, c.key, true); err != nil {
-		c.g.log.Debug("set typing", "conversation", c.key, "err", err)
-	}
-	return func() {
-		if err := tc.SetTyping(context.WithoutCancel(ctx), c.key, false); err != nil {
-			c.g.log.Debug("clear typing", "conversation", c.key, "err", err)
-		}
-	}
 }
 
 // sandboxes returns the runtime as a provider, or nil (not a typed nil).

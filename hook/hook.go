@@ -176,18 +176,29 @@ func (r *Runner) Run(ctx context.Context, stage Stage, t Turn) []Result {
 // one per non-empty stdout line, from hooks that exited 0 in time. A hook
 // that fails or times out counts as no issues (fail open).
 func (r *Runner) Issues(ctx context.Context, t Turn) []string {
-	var issues []string
-	for _, res := range r.Run(ctx, PreStop, t) {
+	return r.stage(ctx, PreStop, t).Issues
+}
+
+// stage runs a stage's hooks and sums them up as an event; for pre-stop
+// with the open issues.
+func (r *Runner) stage(ctx context.Context, stage Stage, t Turn) conch.HookRan {
+	results := r.Run(ctx, stage, t)
+	ran := conch.HookRan{Stage: string(stage), Hooks: len(results)}
+	for _, res := range results {
 		if !res.OK() {
+			ran.Failed = append(ran.Failed, res.Name)
+			continue
+		}
+		if stage != PreStop {
 			continue
 		}
 		for _, line := range strings.Split(res.Output, "\n") {
-			if line = strings.TrimSpace(line); line != "" && len(issues) < maxIssues {
-				issues = append(issues, line)
+			if line = strings.TrimSpace(line); line != "" && len(ran.Issues) < maxIssues {
+				ran.Issues = append(ran.Issues, line)
 			}
 		}
 	}
-	return issues
+	return ran
 }
 
 // find lists the executables of dir, sorted by name, skipping dotfiles,

@@ -48,7 +48,7 @@ type Channel struct {
 
 	// round is the sync response being processed; touched only by the sync loop.
 	round *syncRound
-	// lifetime is Run's context: background work (typing renewal) ends with it.
+	// lifetime is Run's context: background work ends with it.
 	lifetime context.Context
 	bg       sync.WaitGroup
 
@@ -59,7 +59,6 @@ type Channel struct {
 	encrypted   map[id.RoomID]bool // encryption state checked with the server
 	undecrypted map[id.RoomID]*decryptProblem
 	editTypes   map[id.EventID]event.MessageType
-	typing      map[id.RoomID]context.CancelFunc
 	syncErr     error
 	syncErrAt   time.Time
 }
@@ -94,7 +93,6 @@ func New(opts Options) (*Channel, error) {
 		encrypted:   make(map[id.RoomID]bool),
 		undecrypted: make(map[id.RoomID]*decryptProblem),
 		editTypes:   make(map[id.EventID]event.MessageType),
-		typing:      make(map[id.RoomID]context.CancelFunc),
 	}
 	return c, nil
 }

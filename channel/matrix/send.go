@@ -14,12 +14,11 @@ import (
 	"conch"
 )
 
-// Typing notifications last typingTimeout unless renewed; SetTyping renews
-// them every typingRenew for at most typingMax.
+// Typing notifications last typingTimeout unless renewed; the gateway
+// renews them every typingRenew while a turn runs.
 const (
 	typingTimeout = 30 * time.Second
 	typingRenew   = 20 * time.Second
-	typingMax     = 30 * time.Minute
 )
 
 // maxEditTypes bounds the memory of sent editable messages' types.
@@ -204,9 +203,8 @@ func (c *Channel) sendContent(ctx context.Context, cli *mautrix.Client, room id.
 	return resp.EventID, nil
 }
 
-// SetTyping implements conch.TypingChannel. Typing on is renewed every
-// typingRenew until it is turned off, Run ends, or typingMax passed (a
-// forgotten indicator does not stay forever).
+// SetTyping implements conch.TypingChannel: one typing notification, which
+// lasts typingTimeout (the gateway renews it every typingRenew).
 func (c *Channel) SetTyping(ctx context.Context, key conch.ConversationKey, typing bool) error {
 	cli, err := c.client(ctx)
 	if err != nil {
@@ -216,46 +214,14 @@ func (c *Channel) SetTyping(ctx context.Context, key conch.ConversationKey, typi
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if stop := c.typing[room]; stop != nil {
-		stop()
-		delete(c.typing, room)
-	}
-	c.mu.Unlock()
 	if _, err := cli.UserTyping(ctx, room, typing, typingTimeout); err != nil {
 		return fmt.Errorf("matrix typing in %s: %w", room, err)
 	}
-	if !typing {
-		return nil
-	}
-	renewCtx, cancel := context.WithTimeout(c.lifetime, typingMax)
-	c.mu.Lock()
-	if c.stopping { // Run is waiting for background work: start none
-		c.mu.Unlock()
-		cancel()
-		return nil
-	}
-	c.typing[room] = cancel
-	c.bg.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.bg.Done()
-		defer cancel()
-		t := time.NewTicker(typingRenew)
-		defer t.Stop()
-		for {
-			select {
-			case <-renewCtx.Done():
-				return
-			case <-t.C:
-				if _, err := cli.UserTyping(renewCtx, room, true, typingTimeout); err != nil && renewCtx.Err() == nil {
-					c.log.Debug("matrix: renew typing", "room", room, "err", err)
-				}
-			}
-		}
-	}()
 	return nil
 }
+
+// TypingEvery implements conch.TypingChannel.
+func (c *Channel) TypingEvery() time.Duration { return typingRenew }
 
 // Status implements conch.StatusChannel: rooms whose messages could not be
 // decrypted, and a failing sync. The zero key reports every room.

@@ -41,7 +41,7 @@ func (r scriptedRunner) Run(ctx context.Context, in agent.Input) (agent.Result, 
 }
 
 // underGateway runs a channel under the real gateway and SQLite store.
-func underGateway(tb testing.TB, srv *tgfake.Server, runner scriptedRunner) *Channel {
+func underGateway(tb testing.TB, srv *tgfake.Server, runner scriptedRunner, mods ...func(*Options)) *Channel {
 	tb.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, ":memory:")
@@ -50,7 +50,11 @@ func underGateway(tb testing.TB, srv *tgfake.Server, runner scriptedRunner) *Cha
 	}
 	tb.Cleanup(func() { db.Close() })
 	runner.db = db
-	ch, err := New(Options{Token: srv.Token, APIURL: srv.URL, Cursors: db, Logger: testLogger(), PollTimeout: 5 * time.Second, Backoff: fastBackoff})
+	o := Options{Token: srv.Token, APIURL: srv.URL, Cursors: db, Logger: testLogger(), PollTimeout: 5 * time.Second, Backoff: fastBackoff}
+	for _, m := range mods {
+		m(&o)
+	}
+	ch, err := New(o)
 	if err != nil {
 		tb.Fatal(err)
 	}

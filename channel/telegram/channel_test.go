@@ -349,11 +349,12 @@ func TestUnauthorizedToken(t *testing.T) {
 	}
 }
 
+// TestTypingRefreshed: under the gateway (conch's one typing renewer) the
+// "typing" action is sent again every TypingEvery while a turn runs, and no
+// more once it is answered.
 func TestTypingRefreshed(t *testing.T) {
 	srv := tgfake.Start(t)
-	ch := newChannel(t, srv, newCursors(), func(o *Options) { o.TypingEvery = 40 * time.Millisecond })
-	run(t, ch, newHandler())
-	srv.SendText(alice, tgfake.PrivateChat(alice), "hi")
+	underGateway(t, srv, scriptedRunner{steps: 8, gap: 40 * time.Millisecond}, func(o *Options) { o.TypingEvery = 40 * time.Millisecond })
 	typing := func() int {
 		n := 0
 		for _, s := range srv.Sent(alice.ID) {
@@ -363,17 +364,16 @@ func TestTypingRefreshed(t *testing.T) {
 		}
 		return n
 	}
-	if err := ch.SetTyping(context.Background(), key(alice.ID), true); err != nil {
-		t.Fatal(err)
-	}
+	srv.SendText(alice, tgfake.PrivateChat(alice), "hi")
 	waitFor(t, srv, "typing renewed", func() bool { return typing() >= 4 })
-	if err := ch.SetTyping(context.Background(), key(alice.ID), false); err != nil {
-		t.Fatal(err)
+	msgs := srv.WaitMessages(t, alice.ID, 2, 10*time.Second)
+	if last := msgs[len(msgs)-1]; last.Text != "echo: hi" {
+		t.Fatalf("last message %q, want the answer", last.Text)
 	}
 	n := typing()
 	time.Sleep(200 * time.Millisecond)
-	if typing() > n+1 {
-		t.Fatalf("typing still renewed after it was turned off: %d → %d", n, typing())
+	if typing() != n {
+		t.Fatalf("typing still sent after the answer: %d → %d", n, typing())
 	}
 }
 

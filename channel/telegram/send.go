@@ -20,8 +20,6 @@ const (
 	callTimeout = 60 * time.Second
 	// sendRetries is how often a failed send is retried (429 waits as asked).
 	sendRetries = 5
-	// typingMax ends a forgotten typing indicator.
-	typingMax = 30 * time.Minute
 	// maxUploadBytes is the Bot API's limit on files a bot sends.
 	maxUploadBytes = 50 << 20
 	// collapseTimeout bounds collapsing a progress message.
@@ -361,54 +359,24 @@ func collapsedHTML(r *renderer, text string, took time.Duration) string {
 	return "<i>Work log · " + escapeText(took.String()) + "</i>\n<blockquote expandable>" + escapeText(steps) + "</blockquote>"
 }
 
-// SetTyping implements conch.TypingChannel. Telegram shows "typing" for 5 s
-// or until the bot sends a message, so it is renewed every TypingEvery
-// until turned off, Run ends, or typingMax passed. Turning it off also
-// collapses the turn's progress message.
+// SetTyping implements conch.TypingChannel: one "typing" action (Telegram
+// shows it for 5 s or until the bot sends a message; the gateway renews it
+// every TypingEvery). Turning it off also collapses the turn's progress
+// message: it means the turn is over.
 func (c *Channel) SetTyping(ctx context.Context, key conch.ConversationKey, typing bool) error {
 	chat, err := chatOf(key)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if stop := c.typing[chat]; stop != nil {
-		stop()
-		delete(c.typing, chat)
-	}
-	c.mu.Unlock()
 	if !typing {
 		c.collapseAsync(chat)
 		return nil
 	}
-	if err := c.chatAction(ctx, chat, models.ChatActionTyping); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopping || c.lifetime == nil {
-		return nil
-	}
-	tctx, cancel := context.WithTimeout(c.lifetime, typingMax)
-	c.typing[chat] = cancel
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		defer cancel()
-		t := time.NewTicker(c.opts.TypingEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-tctx.Done():
-				return
-			case <-t.C:
-				if err := c.chatAction(tctx, chat, models.ChatActionTyping); err != nil && tctx.Err() == nil {
-					c.log.Debug("telegram: renew typing", "chat", chat, "err", err)
-				}
-			}
-		}
-	}()
-	return nil
+	return c.chatAction(ctx, chat, models.ChatActionTyping)
 }
+
+// TypingEvery implements conch.TypingChannel.
+func (c *Channel) TypingEvery() time.Duration { return c.opts.TypingEvery }
 
 func (c *Channel) chatAction(ctx context.Context, chat int64, action models.ChatAction) error {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)

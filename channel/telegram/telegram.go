@@ -43,7 +43,6 @@ type Channel struct {
 	mu       sync.Mutex
 	started  bool
 	stopping bool
-	typing   map[int64]context.CancelFunc
 	progress map[int64]*progressMsg
 	health   health
 	// Forum topics: the topic of each message handed over (by external id,
@@ -89,7 +88,6 @@ func New(opts Options) (*Channel, error) {
 		log:       opts.Logger.With("channel", "telegram"),
 		render:    newRenderer(),
 		ready:     make(chan struct{}),
-		typing:    make(map[int64]context.CancelFunc),
 		progress:  make(map[int64]*progressMsg),
 		topics:    make(map[string]int),
 		lastTopic: make(map[int64]int),

@@ -261,6 +261,15 @@ function renderEvent(ev, html) {
       scrollDown();
       break;
     }
+    case "hook": {
+      const t = turnBox(ev.turn);
+      let text = d.stage + " hooks: " + d.hooks + " ran";
+      if (d.failed && d.failed.length) text += ", failed: " + d.failed.join(", ");
+      if (d.issues && d.issues.length) text += ", " + d.issues.length + " open issue(s) handed back";
+      t.box.append(conch.el("div", { class: "tool hook", text: text }));
+      scrollDown();
+      break;
+    }
     case "retry":
       setStatus("The model call failed (" + d.reason + "); retrying in " + Math.round(d.delay_ns / 1e9) + "s (attempt " + d.attempt + " of " + d.max + ")");
       break;
