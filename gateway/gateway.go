@@ -28,6 +28,7 @@ type Store interface {
 	UnfinishedTurns(ctx context.Context) ([]conch.Turn, error)
 	// Turn reads a turn (its message places progress and feeds hooks).
 	Turn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
+	Conversations(ctx context.Context) ([]conch.ConversationKey, error)
 	ResetConversation(ctx context.Context, key conch.ConversationKey) error
 	// Cursor and SetCursor remember handled commands (see seenCommand).
 	Cursor(ctx context.Context, name string) (string, error)
@@ -218,6 +219,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 			return nil
 		}
 		return err
+	}
+	if err := g.view.recoverHooks(ctx); err != nil {
+		g.log.Warn("post-turn hooks not recovered", "err", err)
 	}
 	g.startWorkers()
 	errc := make(chan error, len(g.channels))

@@ -9,6 +9,7 @@ import (
 
 	"conch"
 	"conch/fake"
+	"conch/sqlite/sqlitetest"
 )
 
 // recHooks records the turn hooks the gateway runs.
@@ -59,5 +60,42 @@ func TestHooksRunAroundEachTurn(t *testing.T) {
 	}
 	if got := fmt.Sprint(stages); got != "[1:pre-turn[] 1:post-turn[10-x] 2:pre-turn[] 2:post-turn[10-x]]" {
 		t.Errorf("hook events %s", got)
+	}
+}
+
+// blockingHooks records post-turn hooks; those of a message named "hang"
+// wait for conch to stop, as if it crashed while they ran.
+type blockingHooks struct{ recHooks }
+
+func (h *blockingHooks) AfterTurn(ctx context.Context, t conch.Turn, answer string, normal bool) conch.HookRan {
+	if t.Inbound.Text == "hang" {
+		<-ctx.Done()
+		return conch.HookRan{Stage: "post-turn"}
+	}
+	return h.recHooks.AfterTurn(ctx, t, answer, normal)
+}
+
+// Post-turn hooks that a crash kept from running run at the next start,
+// before the conversation's next turn; hooks that ran are not run again.
+func TestPostTurnHooksRecoveredAfterARestart(t *testing.T) {
+	db := sqlitetest.MustOpenMemory(t)
+	h := &blockingHooks{}
+	e := newEnvWith(t, db, func(o *Options) { o.Hooks = h })
+	e.start()
+	e.model.Push(fake.Text("one"), fake.Text("two"))
+	e.send("c1", "alice", "first")
+	e.idle()
+	e.send("c1", "alice", "hang")
+	e.waitFor("the second answer", countKind(conch.OutboundReply, 2))
+	e.shutdown()
+
+	h2 := &recHooks{}
+	e2 := newEnvWith(t, db, func(o *Options) { o.Hooks = h2 })
+	e2.start()
+	e2.idle()
+	h2.mu.Lock()
+	defer h2.mu.Unlock()
+	if want := []string{`after hang: "two" normal=true`}; fmt.Sprint(h2.calls) != fmt.Sprint(want) {
+		t.Fatalf("after the restart hooks ran %q, want %q", h2.calls, want)
 	}
 }

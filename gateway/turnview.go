@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -173,14 +174,26 @@ func (v *turnView) renewTyping(ctx context.Context, key conch.ConversationKey, d
 	}
 }
 
-// afterTurnLocked runs the post-turn hooks of a turn that ended: not of
-// one interrupted by shutdown (it resumes), reset or closed (it is gone) or
-// abandoned. They run on conch's lifetime, so a /stop does not cut them
-// short; the conversation's next turn waits for them.
+// wantsPostTurn reports whether a turn that reached state gets post-turn
+// hooks: not one interrupted by shutdown (it resumes), reset or closed (it
+// is gone) or abandoned.
+func wantsPostTurn(state conch.TurnState) bool {
+	switch {
+	case state.Status == conch.TurnPending, state.Status == conch.TurnRunning, state.Resumes,
+		state.Status == conch.TurnAbandoned, state.Reason == errReset.Error(), state.Reason == errClosed.Error():
+		return false
+	}
+	return true
+}
+
+// afterTurnLocked runs the post-turn hooks of a turn that ended. They run
+// on conch's lifetime, so a /stop does not cut them short; the
+// conversation's next turn waits for them. Their HookRan event (published
+// even when no hook ran) marks them done in the event log, so hooks that a
+// crash kept from running run at the next start (recoverHooks).
 func (v *turnView) afterTurnLocked(key conch.ConversationKey, turn conch.TurnID, answer string, state conch.TurnState) {
 	hooks := v.g.opts.Hooks
-	if hooks == nil || state.Resumes || state.Status == conch.TurnAbandoned ||
-		state.Reason == errReset.Error() || state.Reason == errClosed.Error() || v.life == nil || v.life.Err() != nil {
+	if hooks == nil || !wantsPostTurn(state) || v.life == nil || v.life.Err() != nil {
 		return
 	}
 	life, prev := v.life, v.hooks[key]
@@ -207,10 +220,72 @@ func (v *turnView) afterTurnLocked(key conch.ConversationKey, turn conch.TurnID,
 		if strings.HasPrefix(state.Reason, "error_") {
 			answer = "" // the person was told of a failure, not answered
 		}
-		if ran := hooks.AfterTurn(life, t, answer, normal); ran.Hooks > 0 {
+		ran := hooks.AfterTurn(life, t, answer, normal)
+		ran.Stage = postTurnStage
+		if life.Err() == nil {
 			v.g.hub.Publish(life, key, turn, ran)
 		}
 	})
+}
+
+// postTurnStage is the Stage of the post-turn hooks' HookRan event.
+const postTurnStage = "post-turn"
+
+// hookScan is how many of a conversation's newest events recoverHooks reads.
+const hookScan = 64
+
+// recoverHooks runs the post-turn hooks of turns that ended before a crash
+// let their hooks run: in each conversation's newest events, the turns that
+// ended after the newest post-turn HookRan. A conversation without such a
+// mark among them (a log from before the marks, or one turn of more than
+// hookScan events) is left alone: replaying hooks of long-past turns would
+// be worse than missing one. Call it before workers run (their turns wait
+// for these hooks).
+func (v *turnView) recoverHooks(ctx context.Context) error {
+	if v.g.opts.Hooks == nil || v.g.opts.Events == nil {
+		return nil
+	}
+	keys, err := v.g.opts.Store.Conversations(ctx)
+	if err != nil {
+		return fmt.Errorf("post-turn hooks: %w", err)
+	}
+	for _, key := range keys {
+		last, err := v.g.hub.LastSeq(ctx, key)
+		if err != nil || last == 0 {
+			continue
+		}
+		evs, err := v.g.opts.Events.EventsSince(ctx, key, max(0, last-hookScan), hookScan)
+		if err != nil {
+			v.g.log.Warn("post-turn hooks: read events", "conversation", key, "err", err)
+			continue
+		}
+		mark := -1
+		for i, ev := range evs {
+			if d, ok := ev.Data.(conch.HookRan); ok && d.Stage == postTurnStage {
+				mark = i
+			}
+		}
+		if mark < 0 {
+			continue
+		}
+		answers := map[conch.TurnID]string{}
+		for _, ev := range evs[mark+1:] {
+			switch d := ev.Data.(type) {
+			case conch.MessageEvent:
+				if d.Role == conch.RoleAssistant {
+					answers[ev.Turn] = d.Text
+				}
+			case conch.TurnState:
+				if wantsPostTurn(d) {
+					v.g.log.Info("running post-turn hooks a restart kept from running", "conversation", key, "turn", ev.Turn)
+					v.mu.Lock()
+					v.afterTurnLocked(key, ev.Turn, answers[ev.Turn], d)
+					v.mu.Unlock()
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // waitAllHooks waits until no post-turn hooks run (or ctx is done).

@@ -262,6 +262,7 @@ function renderEvent(ev, html) {
       break;
     }
     case "hook": {
+      if (!d.hooks) break;
       const t = turnBox(ev.turn);
       let text = d.stage + " hooks: " + d.hooks + " ran";
       if (d.failed && d.failed.length) text += ", failed: " + d.failed.join(", ");
