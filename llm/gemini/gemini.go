@@ -275,6 +275,7 @@ func (m *Model) response(out *genai.GenerateContentResponse) (conch.ModelRespons
 	if u := out.UsageMetadata; u != nil {
 		resp.Usage = conch.Usage{
 			InputTokens:  int(u.PromptTokenCount),
+			CachedTokens: int(u.CachedContentTokenCount),
 			OutputTokens: int(u.CandidatesTokenCount + u.ThoughtsTokenCount),
 		}
 	}
