@@ -79,6 +79,13 @@ func TestUsageSumsAndReports(t *testing.T) {
 		t.Errorf("usage by week: got %v, want invalid", err)
 	}
 
+	// The dashboard's summaries carry each conversation's totals.
+	for _, sum := range must(db.ConversationSummaries(ctx)).ok(t) {
+		if sum.Key == roomA && (sum.Tokens != 6150 || sum.CostUSD != 0.875) {
+			t.Errorf("summary of %s: tokens %d cost %v, want 6150 and 0.875", roomA, sum.Tokens, sum.CostUSD)
+		}
+	}
+
 	turn := must(db.TurnUsage(ctx, ta.ID)).ok(t)
 	if turn.Calls != 3 || turn.Tokens() != 6150 || turn.Group != "openai/gpt-4o, anthropic/claude-sonnet-4-5" {
 		t.Errorf("turn usage: got %+v", turn)

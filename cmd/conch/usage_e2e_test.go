@@ -59,8 +59,8 @@ func TestChatUsageAndBudget(t *testing.T) {
 			if got := p.say(t, "I am Alice."); got != "Noted, Alice." {
 				t.Fatalf("reply %q", got)
 			}
-			// 8132 tokens used: the next request (its estimate) passes 12000.
-			srv.Push(fakellm.Text("never asked"))
+			// 8132 tokens used: the next request (its estimate) passes
+			// 12000. Nothing is scripted: a call would fail the reply.
 			got := p.say(t, "What did I say?")
 			if !strings.Contains(got, "budget.conversation_daily_tokens") || !strings.Contains(got, "8132 of the daily limit of 12.0k tokens") {
 				t.Fatalf("reply %q: want the budget's message", got)
