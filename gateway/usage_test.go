@@ -60,6 +60,19 @@ func TestBudgetStopsTurnAndUsageCommand(t *testing.T) {
 		t.Errorf("audit: got %+v %v, want one %s", audits, err, usage.AuditBudget)
 	}
 
+	// A scheduled wake is held to the same budget.
+	if _, err := e.gw.Submit(ctx, conch.Inbound{Key: key, Text: "wake up: check the build", ExternalID: "schedule:1:1",
+		Origin: conch.Origin{Kind: conch.OriginSchedule, Ref: "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	out = e.waitFor("wake's reply", countKind(conch.OutboundReply, 3))
+	if got := texts(out, conch.OutboundReply)[2]; !strings.Contains(got, "budget.conversation_daily_tokens") {
+		t.Errorf("wake's reply %q: want the budget's message", got)
+	}
+	if n := len(model.Requests()); n != 1 {
+		t.Errorf("model asked %d times after the wake, want 1", n)
+	}
+
 	e.send("room", "alice", "/usage")
 	out = e.waitFor("/usage", countKind(conch.OutboundNotice, 1))
 	if got := texts(out, conch.OutboundNotice)[0]; !strings.Contains(got, "100.0k in (60.0k cached)") || !strings.Contains(got, "limit 50.0k tokens") {
