@@ -16,7 +16,7 @@ const (
 	// message, the sender of its newest turn, whether a turn runs, how many
 	// wait, its newest error (the gateway stops a turn that failed with the
 	// reason "error_<kind>"), how many turns it had and what its model calls
-// used. Every subquery is an
+	// used. Every subquery is an
 	// index seek on (conversation_id, …). The rows come in key order (the
 	// walk of the unique index); the caller sorts by last activity, which no
 	// index holds.
