@@ -324,7 +324,10 @@ func stepLineMD(e transcriptEntry, at string) string {
 			if d.Estimated {
 				tokens += " (estimated)"
 			}
-			return fmt.Sprintf("_%s · %s: %s, %s, %s, $%.4f, stop %s_", at, what, model, ms(d.DurationMS), tokens, d.CostUSD, d.StopReason)
+			if d.Via != "" { // recorded with its price (steps before usage was kept have none)
+				tokens += fmt.Sprintf(", $%.4f", d.CostUSD)
+			}
+			return fmt.Sprintf("_%s · %s: %s, %s, %s, stop %s_", at, what, model, ms(d.DurationMS), tokens, d.StopReason)
 		}
 	case conch.StepFallback:
 		var d agent.FallbackDetail
