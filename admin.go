@@ -93,6 +93,10 @@ type ConversationSummary struct {
 	// LastError is why the last turn stopped with an error, if it did.
 	LastError string `json:"last_error,omitempty"`
 	Turns     int    `json:"turns"`
+	// Tokens and CostUSD add up its model calls (input + output tokens),
+	// also those before a reset.
+	Tokens  int     `json:"tokens"`
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // AuditRecord is a stored audit event with its position.

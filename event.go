@@ -118,6 +118,18 @@ type ContextUse struct {
 	Window int `json:"window,omitempty"`
 }
 
+// ModelUsage is one answered model call: the model that answered (a
+// configured "provider/name"), its tokens and price.
+type ModelUsage struct {
+	Model        string  `json:"model"`
+	Fallback     bool    `json:"fallback,omitempty"`
+	InputTokens  int     `json:"input_tokens"`
+	CachedTokens int     `json:"cached_tokens,omitempty"`
+	OutputTokens int     `json:"output_tokens"`
+	Estimated    bool    `json:"estimated,omitempty"`
+	CostUSD      float64 `json:"cost_usd"`
+}
+
 // Type implementations.
 func (MessageEvent) Type() string { return "message" }
 func (NoticeEvent) Type() string  { return "notice" }
@@ -129,6 +141,7 @@ func (RetryEvent) Type() string   { return "retry" }
 func (TurnState) Type() string    { return "turn" }
 func (ContextUse) Type() string   { return "context" }
 func (HookRan) Type() string      { return "hook" }
+func (ModelUsage) Type() string   { return "usage" }
 
 // MarshalJSON renders an event as {"conversation", "turn", "seq", "at", "type", "data"}.
 func (e Event) MarshalJSON() ([]byte, error) {
@@ -188,6 +201,8 @@ func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
 		d = &ContextUse{}
 	case "hook":
 		d = &HookRan{}
+	case "usage":
+		d = &ModelUsage{}
 	default:
 		return nil, Errorf(KindInvalid, "unknown event type %q", typ)
 	}
@@ -215,6 +230,8 @@ func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
 	case *TurnState:
 		return *v, nil
 	case *ContextUse:
+		return *v, nil
+	case *ModelUsage:
 		return *v, nil
 	}
 	return d, nil

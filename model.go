@@ -72,11 +72,21 @@ const (
 	StopOther     StopReason = "other"
 )
 
-// Usage counts tokens of one call.
+// Usage counts tokens of one call as the provider reported them.
+// InputTokens is the whole prompt, cached part included (every provider's
+// count is brought to this form); CachedTokens is the part read from the
+// provider's prompt cache, billed at its lower rate.
 type Usage struct {
 	InputTokens  int
+	CachedTokens int
 	OutputTokens int
+	// Estimated marks counts conch estimated because the provider reported
+	// none (a compatible server without usage in its stream).
+	Estimated bool
 }
+
+// Total is input plus output tokens.
+func (u Usage) Total() int { return u.InputTokens + u.OutputTokens }
 
 // ModelResponse is the model's answer: text, tool calls, or both.
 type ModelResponse struct {

@@ -48,6 +48,8 @@ const (
 	StepStopped    StepKind = "stopped"
 	// StepCompaction records older turns folded into a stored summary.
 	StepCompaction StepKind = "compaction"
+	// StepFallback records a turn handed to a fallback model.
+	StepFallback StepKind = "fallback"
 )
 
 // Step is one recorded agent step; Detail is a JSON object.

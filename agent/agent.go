@@ -49,6 +49,12 @@ type Options struct {
 	// of older turns are stored there and the newest request's size kept.
 	// *sqlite.DB satisfies it.
 	Context conch.ContextStore
+	// Fallbacks take over, in order, for the rest of a turn when the model
+	// in use is rate-limited, overloaded or down after its retries.
+	Fallbacks []Fallback
+	// Meter, when set, is asked before each model call of a turn whether a
+	// budget allows it, and told every answered call's usage.
+	Meter Meter
 	// MaxTurns caps model calls per turn (default 25).
 	MaxTurns int
 	// MaxToolErrors stops the loop after this many consecutive tool errors (default 3).
@@ -71,9 +77,44 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Fallback is a model that takes over when the one before it fails.
+type Fallback struct {
+	Model conch.Model
+	// ContextWindow is its window in tokens (0: the primary's).
+	ContextWindow int
+}
+
+// Meter counts what model calls cost and keeps the budgets. *usage.Meter
+// satisfies it.
+type Meter interface {
+	// Check returns a *conch.BudgetError when the call (its usage an
+	// estimate) would pass a limit; other errors are the Meter's own.
+	Check(ctx context.Context, c conch.ModelCall) error
+	// Record prices and keeps an answered call and returns it priced.
+	Record(ctx context.Context, c conch.ModelCall) (conch.ModelCall, error)
+}
+
+// slot is a model the agent may call: the primary or a fallback.
+type slot struct {
+	model    conch.Model
+	window   int
+	fallback bool
+}
+
+// caller is who a model call is made for: the turn, its conversation and
+// person, and the model in use; usage events go to emit.
+type caller struct {
+	turn   conch.TurnID
+	key    conch.ConversationKey
+	person conch.UserKey
+	slot   slot
+	emit   conch.EventSink
+}
+
 // Agent runs turns. It is safe for concurrent use by many conversations.
 type Agent struct {
 	opts     Options
+	models   []slot // the primary first
 	tools    map[string]conch.Tool
 	specs    []conch.ToolSpec
 	rnd      func() float64
@@ -110,6 +151,17 @@ func New(opts Options) (*Agent, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{opts: opts, tools: make(map[string]conch.Tool), rnd: defaultRand, redactor: newRedactor(opts.Secrets)}
+	a.models = []slot{{model: opts.Model, window: opts.ContextWindow}}
+	for i, f := range opts.Fallbacks {
+		if f.Model == nil {
+			return nil, fmt.Errorf("agent: fallback %d has no model", i+1)
+		}
+		w := f.ContextWindow
+		if w <= 0 {
+			w = opts.ContextWindow
+		}
+		a.models = append(a.models, slot{model: f.Model, window: w, fallback: true})
+	}
 	for _, t := range opts.Tools {
 		s := t.Spec()
 		if _, dup := a.tools[s.Name]; dup {
@@ -146,6 +198,8 @@ const (
 	StopToolErrors    StopReason = "consecutive_tool_errors"
 	StopMaxTurns      StopReason = "max_turns"
 	StopModelMaxToken StopReason = "model_max_tokens"
+	// StopBudget: the next model call would have passed a budget.
+	StopBudget StopReason = "budget"
 )
 
 // Result is how a turn ended. Text is what the user should read.
@@ -154,6 +208,10 @@ type Result struct {
 	Stopped StopReason
 	// ModelCalls counts calls to the model, retries included.
 	ModelCalls int
+	// Model is the model that answered last ("provider/name"), Fallback
+	// set when it was not the primary.
+	Model    string
+	Fallback bool
 }
 
 // Run runs one turn. A non-nil error means the turn could not finish (a
@@ -169,10 +227,17 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	}
 	for step := 0; step < a.opts.MaxTurns; step++ {
 		req, used, err := t.request(ctx)
+		var be *conch.BudgetError
+		if errors.As(err, &be) {
+			return a.stop(ctx, in.Turn, t.res, StopBudget, be.Text)
+		}
 		if err != nil {
 			return t.res, err
 		}
 		resp, err := t.generate(ctx, req, used)
+		if err != nil && t.fallBack(ctx, err) {
+			continue
+		}
 		if err != nil {
 			return t.res, err
 		}
@@ -248,15 +313,22 @@ func (a *Agent) skipCalls(ctx context.Context, turn conch.TurnID, calls []conch.
 // generate calls the model, retrying transient failures with backoff.
 // purpose is recorded with the call ("" for the turn's own calls,
 // "summary" for compaction).
-func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.ModelRequest, purpose string, emit conch.EventSink) (conch.ModelResponse, int, error) {
+func (a *Agent) generate(ctx context.Context, c caller, req conch.ModelRequest, purpose string, emit conch.EventSink) (conch.ModelResponse, int, error) {
+	turn := c.turn
 	for attempt := 1; ; attempt++ {
 		start := a.opts.Now()
-		resp, err := a.call(ctx, req, emit)
+		resp, err := a.call(ctx, c.slot.model, req, emit)
 		if err == nil {
 			d := a.opts.Now().Sub(start)
+			if resp.Usage.InputTokens == 0 && resp.Usage.OutputTokens == 0 {
+				// The provider reported nothing: count our estimate, marked.
+				resp.Usage = conch.Usage{InputTokens: estimateRequest(req), OutputTokens: estimateAnswer(resp), Estimated: true}
+			}
+			cost := a.meter(ctx, c, purpose, resp.Usage)
 			a.record(ctx, turn, conch.StepModelCall, ModelCallDetail{
-				Model: resp.Model, DurationMS: d.Milliseconds(),
-				InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens,
+				Model: resp.Model, Via: c.slot.model.Name(), Fallback: c.slot.fallback, DurationMS: d.Milliseconds(),
+				InputTokens: resp.Usage.InputTokens, CachedTokens: resp.Usage.CachedTokens, OutputTokens: resp.Usage.OutputTokens,
+				Estimated: resp.Usage.Estimated, CostUSD: cost,
 				StopReason: resp.StopReason, ToolCalls: len(resp.ToolCalls), Purpose: purpose,
 			})
 			return resp, attempt, nil
@@ -286,16 +358,35 @@ func (a *Agent) generate(ctx context.Context, turn conch.TurnID, req conch.Model
 	}
 }
 
+// meter records an answered call's usage with the Meter and emits it; it
+// returns the call's price (0 without a Meter or a price).
+func (a *Agent) meter(ctx context.Context, c caller, purpose string, u conch.Usage) float64 {
+	call := conch.ModelCall{At: a.opts.Now(), Key: c.key, Turn: c.turn, Person: c.person,
+		Model: c.slot.model.Name(), Purpose: purpose, Fallback: c.slot.fallback, Usage: u}
+	if a.opts.Meter != nil {
+		priced, err := a.opts.Meter.Record(context.WithoutCancel(ctx), call)
+		if err != nil {
+			a.opts.Logger.Error("record usage", "turn", c.turn, "err", err)
+		}
+		call = priced
+	}
+	if c.emit != nil {
+		c.emit(conch.ModelUsage{Model: call.Model, Fallback: call.Fallback, InputTokens: u.InputTokens, CachedTokens: u.CachedTokens,
+			OutputTokens: u.OutputTokens, Estimated: u.Estimated, CostUSD: call.CostUSD})
+	}
+	return call.CostUSD
+}
+
 // call asks the model once, streaming its text as events when it can.
-func (a *Agent) call(ctx context.Context, req conch.ModelRequest, emit conch.EventSink) (conch.ModelResponse, error) {
-	if sm, ok := a.opts.Model.(conch.StreamingModel); ok {
+func (a *Agent) call(ctx context.Context, m conch.Model, req conch.ModelRequest, emit conch.EventSink) (conch.ModelResponse, error) {
+	if sm, ok := m.(conch.StreamingModel); ok {
 		return sm.GenerateStream(ctx, req, func(delta string) {
 			if delta != "" {
 				emit(conch.TextDelta{Text: delta})
 			}
 		})
 	}
-	return a.opts.Model.Generate(ctx, req)
+	return m.Generate(ctx, req)
 }
 
 // runTool runs one call. Unknown tools and bad arguments are failures the

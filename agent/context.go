@@ -143,13 +143,19 @@ func (v contextView) holdsTurn(turn conch.TurnID) bool {
 // window returns the configured context window (0: not managed).
 func (a *Agent) window() int { return a.opts.ContextWindow }
 
+// estimateAnswer estimates an answer's tokens, for a provider that reports
+// no usage.
+func estimateAnswer(resp conch.ModelResponse) int {
+	return estimateMessages([]conch.Message{{Role: conch.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}})
+}
+
 // requestMessages returns the messages to send: tool results of turns other
 // than turn are cut to oldResultMax, results of turn itself to the window
 // (about a quarter of it in tokens), and a view that begins after a summary
 // without a user message gets one pointing at the summary.
-func (a *Agent) requestMessages(v contextView, turn conch.TurnID) []conch.Message {
-	oldMax, curMax := oldResultMax, a.window()
-	if w := a.window(); w > 0 && w/2 < oldMax {
+func (a *Agent) requestMessages(v contextView, turn conch.TurnID, window int) []conch.Message {
+	oldMax, curMax := oldResultMax, window
+	if w := window; w > 0 && w/2 < oldMax {
 		oldMax = w / 2
 	}
 	out := make([]conch.Message, 0, len(v.msgs)+1)
@@ -260,15 +266,16 @@ type CompactionDetail struct {
 // stores it; it returns the view after it. The summary is stored in one
 // transaction with the range it covers: a crash before that loses nothing,
 // and the next request compacts again.
-func (a *Agent) compact(ctx context.Context, turn conch.TurnID, key conch.ConversationKey, before int) (contextView, int, error) {
+func (a *Agent) compact(ctx context.Context, c caller, before int) (contextView, int, error) {
+	turn, key := c.turn, c.key
 	start := a.opts.Now()
 	v, err := a.loadView(ctx, key, turn)
 	if err != nil {
 		return v, 0, err
 	}
-	w := a.window()
+	w := c.slot.window
 	// The kept messages are sized as they will be sent.
-	sent := a.requestMessages(contextView{msgs: v.msgs, pos: v.pos}, turn)
+	sent := a.requestMessages(contextView{msgs: v.msgs, pos: v.pos}, turn, w)
 	cut, err := chooseCut(sent, int(float64(w)*KeepFraction))
 	if err != nil {
 		return v, 0, err
@@ -296,7 +303,7 @@ func (a *Agent) compact(ctx context.Context, turn conch.TurnID, key conch.Conver
 		}
 		chunk := renderForSummary(v.msgs[from:to], budget*bytesPerToken)
 		user := "<previous-summary>\n" + text + "\n</previous-summary>\n\n<conversation-part>\n" + chunk + "</conversation-part>\n\nWrite the new summary."
-		resp, n, err := a.generate(ctx, turn, conch.ModelRequest{
+		resp, n, err := a.generate(ctx, c, conch.ModelRequest{
 			System: SummaryPrompt, Messages: []conch.Message{{Role: conch.RoleUser, Text: user}}, MaxTokens: summaryMax,
 		}, "summary", func(conch.EventData) {})
 		calls += n

@@ -105,7 +105,7 @@ func TestRequestMessagesCutsOldResults(t *testing.T) {
 		},
 		pos: []conch.HistoryPos{{Turn: 1, Message: 5}, {Turn: 1, Message: 6}, {Turn: 2, Message: 7}, {Turn: 2}, {Turn: 2}},
 	}
-	got := a.requestMessages(v, 2)
+	got := a.requestMessages(v, 2, a.window())
 	if len(got) != 6 || got[0].Role != conch.RoleUser || !strings.Contains(got[0].Text, "summarized") {
 		t.Fatalf("a view starting after a summary with an assistant message needs a leading user message; got %d messages, first %+v", len(got), got[0])
 	}

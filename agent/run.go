@@ -20,7 +20,11 @@ type turnRun struct {
 	env     conch.ToolEnv
 	emit    conch.EventSink
 
-	res        Result
+	res  Result
+	slot int // the model in use: 0 the primary, then the fallbacks
+	// person is the turn's sender: usage and budgets count per person.
+	person conch.UserKey
+
 	lastCall   string
 	toolErrors int
 	// lastTokens is the provider's count of the previous call (input +
@@ -36,7 +40,7 @@ type turnRun struct {
 // conversation through this turn (from the store), the event sink and the
 // provider's last token count.
 func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
-	t := &turnRun{a: a, in: in, key: in.Env.Conversation}
+	t := &turnRun{a: a, in: in, key: in.Env.Conversation, person: in.Env.User}
 	if t.key.IsZero() || in.Turn <= 0 {
 		return nil, conch.Errorf(conch.KindInvalid, "run turn %d: no conversation or turn", in.Turn)
 	}
@@ -98,6 +102,54 @@ func (t *turnRun) loadStatus(ctx context.Context) error {
 	return nil
 }
 
+// caller is who the turn's model calls are for, with the model in use.
+func (t *turnRun) caller() caller {
+	return caller{turn: t.in.Turn, key: t.key, person: t.person, slot: t.a.models[t.slot], emit: t.emit}
+}
+
+// window is the context window of the model in use.
+func (t *turnRun) window() int { return t.a.models[t.slot].window }
+
+// checkBudget asks the Meter whether the next call, of about used input
+// tokens, may be made. Only a *conch.BudgetError stops the turn: a Meter
+// that cannot read its store is logged, and the turn goes on.
+func (t *turnRun) checkBudget(ctx context.Context, used int) error {
+	a := t.a
+	if a.opts.Meter == nil {
+		return nil
+	}
+	s := a.models[t.slot]
+	err := a.opts.Meter.Check(ctx, conch.ModelCall{At: a.opts.Now(), Key: t.key, Turn: t.in.Turn, Person: t.person,
+		Model: s.model.Name(), Fallback: s.fallback, Usage: conch.Usage{InputTokens: used, Estimated: true}})
+	var be *conch.BudgetError
+	if err != nil && !errors.As(err, &be) {
+		a.opts.Logger.Error("budget check failed; the call goes ahead", "turn", t.in.Turn, "err", err)
+		return nil
+	}
+	return err
+}
+
+// fallBack hands the turn to the next model when the one in use is
+// rate-limited, overloaded or down after its retries (a transient failure
+// that outlasted them). The next request is built for the new model's
+// window, so a smaller window compacts first.
+func (t *turnRun) fallBack(ctx context.Context, err error) bool {
+	a := t.a
+	if ctx.Err() != nil || t.slot+1 >= len(a.models) {
+		return false
+	}
+	if k := classify(ctx, err); k != conch.KindTransient && k != conch.KindUnavailable {
+		return false
+	}
+	from, to := a.models[t.slot].model.Name(), a.models[t.slot+1].model.Name()
+	t.slot++
+	t.lastTokens = 0 // another provider counts differently
+	a.record(ctx, t.in.Turn, conch.StepFallback, FallbackDetail{From: from, To: to, Error: shortErr(err)})
+	a.opts.Logger.Warn("model unavailable, handing the turn to a fallback", "turn", t.in.Turn, "from", from, "to", to, "err", err)
+	t.emit(conch.ToolProgress{Text: fmt.Sprintf("%s is unavailable; going on with %s.", from, to)})
+	return true
+}
+
 // add appends a message of this turn to the model's view.
 func (t *turnRun) add(m conch.Message) {
 	t.view.msgs = append(t.view.msgs, m)
@@ -110,26 +162,33 @@ func (t *turnRun) add(m conch.Message) {
 // context is managed and over the threshold it compacts first.
 func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) {
 	a := t.a
+	w := t.window()
 	req := conch.ModelRequest{
-		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
+		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
 	}
 	used := estimateRequest(req)
 	if t.lastTokens > 0 {
 		used = max(used, t.lastTokens+estimateMessages(t.view.msgs[t.lastLen:]))
 	}
-	if t.managed && used > int(float64(a.window())*CompactAt) {
-		v, calls, err := a.compact(ctx, t.in.Turn, t.key, used)
+	// The budget is asked before anything is spent on this step, the
+	// summary of a compaction included; every tool call of the step before
+	// has its result by now.
+	if err := t.checkBudget(ctx, used); err != nil {
+		return req, used, err
+	}
+	if t.managed && used > int(float64(w)*CompactAt) {
+		v, calls, err := a.compact(ctx, t.caller(), used)
 		t.res.ModelCalls += calls
 		switch {
 		case errors.Is(err, errNoCut):
-			a.opts.Logger.Warn("context over the compaction threshold with nothing left to compact", "turn", t.in.Turn, "tokens", used, "window", a.window())
+			a.opts.Logger.Warn("context over the compaction threshold with nothing left to compact", "turn", t.in.Turn, "tokens", used, "window", w)
 		case err != nil:
 			return req, used, err
 		default:
 			t.view, t.lastTokens = v, 0
-			req.System, req.Messages = withSummary(t.system, t.view.summary), a.requestMessages(t.view, t.in.Turn)
-			if used = estimateRequest(req); used > int(float64(a.window())*CompactAt) {
-				a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", t.in.Turn, "tokens", used, "window", a.window())
+			req.System, req.Messages = withSummary(t.system, t.view.summary), a.requestMessages(t.view, t.in.Turn, w)
+			if used = estimateRequest(req); used > int(float64(w)*CompactAt) {
+				a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", t.in.Turn, "tokens", used, "window", w)
 			}
 		}
 	}
@@ -140,12 +199,14 @@ func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) 
 // and stored when the context is managed).
 func (t *turnRun) generate(ctx context.Context, req conch.ModelRequest, used int) (conch.ModelResponse, error) {
 	a := t.a
-	resp, calls, err := a.generate(ctx, t.in.Turn, req, "", t.emit)
+	c := t.caller()
+	resp, calls, err := a.generate(ctx, c, req, "", t.emit)
 	t.res.ModelCalls += calls
 	if err != nil {
 		return resp, err
 	}
-	use := conch.ContextUse{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Window: a.window()}
+	t.res.Model, t.res.Fallback = c.slot.model.Name(), c.slot.fallback
+	use := conch.ContextUse{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens, Window: c.slot.window}
 	if use.InputTokens == 0 {
 		use.InputTokens = used
 	}

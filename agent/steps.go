@@ -11,12 +11,21 @@ import (
 
 // ModelCallDetail is a StepModelCall.
 type ModelCallDetail struct {
-	Model        string           `json:"model"`
-	DurationMS   int64            `json:"duration_ms"`
-	InputTokens  int              `json:"input_tokens"`
-	OutputTokens int              `json:"output_tokens"`
-	StopReason   conch.StopReason `json:"stop_reason"`
-	ToolCalls    int              `json:"tool_calls"`
+	// Model is the model the API says answered; Via the configured model
+	// ("provider/name") the call went to, Fallback set when it was not the
+	// primary.
+	Model        string `json:"model"`
+	Via          string `json:"via,omitempty"`
+	Fallback     bool   `json:"fallback,omitempty"`
+	DurationMS   int64  `json:"duration_ms"`
+	InputTokens  int    `json:"input_tokens"`
+	CachedTokens int    `json:"cached_tokens,omitempty"`
+	OutputTokens int    `json:"output_tokens"`
+	// Estimated marks counts conch estimated (the provider reported none).
+	Estimated  bool             `json:"estimated,omitempty"`
+	CostUSD    float64          `json:"cost_usd,omitempty"`
+	StopReason conch.StopReason `json:"stop_reason"`
+	ToolCalls  int              `json:"tool_calls"`
 	// Purpose is "summary" for a compaction's call, empty for the turn's own.
 	Purpose string `json:"purpose,omitempty"`
 }
@@ -26,6 +35,13 @@ type ModelErrorDetail struct {
 	Kind    conch.ErrorKind `json:"kind"`
 	Error   string          `json:"error"`
 	Attempt int             `json:"attempt"`
+}
+
+// FallbackDetail is a StepFallback: the turn goes on with another model.
+type FallbackDetail struct {
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Error string `json:"error"`
 }
 
 // ToolCallDetail is a StepToolCall.

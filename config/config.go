@@ -45,6 +45,9 @@ type Config struct {
 	Skills  SkillsConfig  `toml:"skills" envPrefix:"SKILLS_"`
 	Web     WebConfig     `toml:"web" envPrefix:"WEB_"`
 	Metrics MetricsConfig `toml:"metrics" envPrefix:"METRICS_"`
+	// Budget and Prices: see usage.go.
+	Budget BudgetConfig           `toml:"budget" envPrefix:"BUDGET_"`
+	Prices map[string]PriceConfig `toml:"prices" env:"-"`
 
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
 	// Schedule and Hooks: see schedule.go.
@@ -71,6 +74,9 @@ type ModelConfig struct {
 	// from the model's name (llm.ContextWindow). Override:
 	// CONCH_MODEL_CONTEXT_WINDOW.
 	ContextWindow int `toml:"context_window" env:"CONTEXT_WINDOW"`
+	// Fallbacks take over, in order, for the rest of a turn when the model
+	// is rate-limited, overloaded or down after its retries.
+	Fallbacks []FallbackConfig `toml:"fallbacks" env:"-"`
 }
 
 // AgentConfig tunes the tool-calling loop.
@@ -263,6 +269,9 @@ func Load(path string, environ []string) (*Config, error) {
 			c.Coder.APIKey = c.Model.APIKey
 		}
 	}
+	if err := c.loadFallbackKeys(envMap); err != nil {
+		return nil, err
+	}
 	if c.DataDir == "" {
 		c.DataDir = defaultDataDir(envMap)
 	}
@@ -371,6 +380,7 @@ func (c *Config) Validate() error {
 		add("coder.approvals", "Codex cannot ask before its commands in conch's sandbox: it asks only together with its own sandbox (bubblewrap), which cannot run inside the hardened container, so every command would fail without a question",
 			"use approvals = auto with Codex (the container is the boundary), or claude or gemini to keep the permission prompts")
 	}
+	ps = append(ps, c.validateUsage()...)
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
 	ps = append(ps, c.Telegram.validate()...)

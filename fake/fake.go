@@ -28,6 +28,8 @@ type Model struct {
 	// Func, when set, answers requests after the script is used up. It
 	// is called without the lock held, so it may block.
 	Func func(context.Context, conch.ModelRequest) (conch.ModelResponse, error)
+	// Label is the model's Name ("fake" when empty).
+	Label string
 }
 
 var _ conch.Model = (*Model)(nil)
@@ -40,7 +42,12 @@ func (m *Model) Push(r ...Reply) {
 }
 
 // Name implements conch.Model.
-func (m *Model) Name() string { return "fake" }
+func (m *Model) Name() string {
+	if m.Label != "" {
+		return m.Label
+	}
+	return "fake"
+}
 
 // Generate implements conch.Model.
 func (m *Model) Generate(ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {

@@ -116,7 +116,7 @@ func TestEventsOfATurnInOrder(t *testing.T) {
 			break
 		}
 	}
-	want := []string{"message", "turn:pending", "turn:running", "context", "tool_started", "tool_finished", "context", "message", "turn:done"}
+	want := []string{"message", "turn:pending", "turn:running", "usage", "context", "tool_started", "tool_finished", "usage", "context", "message", "turn:done"}
 	if !slices.Equal(types, want) {
 		t.Fatalf("got events %v\nwant        %v", types, want)
 	}

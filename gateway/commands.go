@@ -20,7 +20,7 @@ var commandRE = regexp.MustCompile(`^/([a-z]+)(?:\s+(.*))?$`)
 
 // commands are the names handled by the gateway. Anything else that starts
 // with a slash ("/tmp is full", a Matrix emote "/me waves") is a message.
-var commands = map[string]bool{"stop": true, "reset": true, "status": true, "help": true}
+var commands = map[string]bool{"stop": true, "reset": true, "status": true, "usage": true, "help": true}
 
 // parseCommand recognises "/name args" for a known name.
 func parseCommand(text string) (command, bool) {
@@ -35,6 +35,7 @@ const helpText = `Commands:
 /stop — stop what I am doing now (queued messages stay queued)
 /reset — forget this conversation and remove its computer
 /status — what I am doing, what is queued, the state of the computer
+/usage — what this conversation, you and everyone used today, and the limits
 /help — this list
 Anything else is a message to me.`
 
@@ -59,6 +60,11 @@ func (g *Gateway) command(ctx context.Context, in conch.Inbound, cmd command) er
 		}
 	case "status":
 		text = g.status(ctx, in.Key)
+	case "usage":
+		text = "Usage is not counted here."
+		if g.opts.Usage != nil {
+			text = g.opts.Usage.Report(ctx, in.Key, conch.UserKey{Channel: in.Key.Channel, ID: in.Sender})
+		}
 	}
 	g.send(ctx, 0, conch.Outbound{Key: in.Key, Kind: conch.OutboundNotice, Text: text, InReplyTo: in.ExternalID, Thread: in.Thread})
 	return nil
@@ -135,6 +141,11 @@ func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string 
 	if cs, ok := g.opts.Store.(contextStatuser); ok {
 		if st, err := cs.ContextStatus(ctx, key); err == nil && (st.Tokens > 0 || st.Compactions > 0) {
 			b.WriteString("\n" + st.String())
+		}
+	}
+	if g.opts.Usage != nil {
+		if line := g.opts.Usage.Status(ctx, key); line != "" {
+			b.WriteString("\n" + line)
 		}
 	}
 	if sc, ok := g.channels[key.Channel].(conch.StatusChannel); ok {

@@ -51,6 +51,14 @@ type Hooks interface {
 	AfterTurn(ctx context.Context, t conch.Turn, answer string, normal bool) conch.HookRan
 }
 
+// Usage reports what model calls used (usage.Meter implements it).
+type Usage interface {
+	// Report is the /usage answer for a conversation and its person.
+	Report(ctx context.Context, key conch.ConversationKey, person conch.UserKey) string
+	// Status is /status's line on the model that answered last ("" for none).
+	Status(ctx context.Context, key conch.ConversationKey) string
+}
+
 // Options configures a Gateway.
 type Options struct {
 	Store    Store
@@ -86,7 +94,9 @@ type Options struct {
 	// message on channels that edit in place (default 1s).
 	EditInterval time.Duration
 	// Hooks, when set, runs the conversation's turn hooks around each turn.
-	Hooks  Hooks
+	Hooks Hooks
+	// Usage, when set, answers /usage and adds a line to /status.
+	Usage  Usage
 	Logger *slog.Logger
 	Now    func() time.Time
 }

@@ -15,7 +15,8 @@ const (
 	// sqlConversationSummaries is one row per conversation: its newest
 	// message, the sender of its newest turn, whether a turn runs, how many
 	// wait, its newest error (the gateway stops a turn that failed with the
-	// reason "error_<kind>") and how many turns it had. Every subquery is an
+	// reason "error_<kind>"), how many turns it had and what its model calls
+	// used. Every subquery is an
 	// index seek on (conversation_id, …). The rows come in key order (the
 	// walk of the unique index); the caller sorts by last activity, which no
 	// index holds.
@@ -28,7 +29,9 @@ const (
 			WHERE t.conversation_id = c.id AND t.status = 'stopped'
 				AND substr(t.stopped_reason, 1, 6) = 'error_'
 			ORDER BY t.id DESC LIMIT 1), ''),
-		(SELECT count(*) FROM turns t WHERE t.conversation_id = c.id)
+		(SELECT count(*) FROM turns t WHERE t.conversation_id = c.id),
+		(SELECT coalesce(sum(u.input_tokens + u.output_tokens), 0) FROM model_usage u WHERE u.conversation_id = c.id),
+		(SELECT coalesce(sum(u.cost_usd), 0) FROM model_usage u WHERE u.conversation_id = c.id)
 		FROM conversations c
 		LEFT JOIN messages m ON m.id = (SELECT max(l.id) FROM messages l WHERE l.conversation_id = c.id)
 		ORDER BY c.channel, c.key_id`
@@ -63,7 +66,7 @@ func (d *DB) ConversationSummaries(ctx context.Context) ([]conch.ConversationSum
 		var lastAt sql.NullInt64
 		var running bool
 		if err := rows.Scan(&s.Key.Channel, &s.Key.ID, &created, &s.LastRole, &s.LastMessage, &lastAt,
-			&s.LastSender, &running, &s.Pending, &s.LastError, &s.Turns); err != nil {
+			&s.LastSender, &running, &s.Pending, &s.LastError, &s.Turns, &s.Tokens, &s.CostUSD); err != nil {
 			return nil, fmt.Errorf("conversation summaries: %w", err)
 		}
 		s.LastAt = fromMillis(created)

@@ -18,6 +18,7 @@ type writeStmts struct {
 	appendMessage, recordStep, resetConversation               *sql.Stmt
 	stopUnfinished, remember, forget, setCursor, audit         *sql.Stmt
 	appendEvent, addSummary, setContextUse                     *sql.Stmt
+	recordUsage                                                *sql.Stmt
 }
 
 // readStmts run on the reader pool.
@@ -28,6 +29,8 @@ type readStmts struct {
 	summaries, conversationTurns, auditAfter                 *sql.Stmt
 	latestSummary, modelHistory, contextStatus               *sql.Stmt
 	turnMessages                                             *sql.Stmt
+	usageSinceAll, usageSinceConversation, usageSincePerson  *sql.Stmt
+	turnUsage, lastModel                                     *sql.Stmt
 }
 
 type stmtSpec struct {
@@ -56,6 +59,7 @@ func (w *writeStmts) specs() []stmtSpec {
 		{&w.appendEvent, sqlAppendEvent},
 		{&w.addSummary, sqlAddSummary},
 		{&w.setContextUse, sqlSetContextUse},
+		{&w.recordUsage, sqlRecordUsage},
 	}
 }
 
@@ -78,6 +82,11 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.modelHistory, sqlModelHistory},
 		{&r.contextStatus, sqlContextStatus},
 		{&r.turnMessages, sqlTurnMessages},
+		{&r.usageSinceAll, sqlUsageSinceAll},
+		{&r.usageSinceConversation, sqlUsageSinceConversation},
+		{&r.usageSincePerson, sqlUsageSincePerson},
+		{&r.turnUsage, sqlTurnUsage},
+		{&r.lastModel, sqlLastModel},
 	}
 }
 

@@ -28,7 +28,7 @@ type mailData struct {
 
 // commandRE matches a first line that is one of the gateway's commands;
 // the rest of such a mail (a signature, quoted history) is not part of it.
-var commandRE = regexp.MustCompile(`^/(stop|reset|status|help)(\s.*)?$`)
+var commandRE = regexp.MustCompile(`^/(stop|reset|status|usage|help)(\s.*)?$`)
 
 // maxReferences bounds the References of a reply: the root and the most
 // recent ones (RFC 5322 allows trimming the middle).

@@ -176,12 +176,12 @@ func TestStartBecomesHelp(t *testing.T) {
 func TestCommandsRegistered(t *testing.T) {
 	srv := tgfake.Start(t)
 	run(t, newChannel(t, srv, newCursors()), newHandler())
-	waitFor(t, srv, "setMyCommands", func() bool { return len(srv.Commands()) == 4 })
+	waitFor(t, srv, "setMyCommands", func() bool { return len(srv.Commands()) == 5 })
 	var names []string
 	for _, c := range srv.Commands() {
 		names = append(names, c.Command)
 	}
-	if strings.Join(names, ",") != "stop,reset,status,help" {
+	if strings.Join(names, ",") != "stop,reset,status,usage,help" {
 		t.Fatalf("commands %v", names)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // knownCommands are the gateway's commands; in groups they are taken even
 // without the bot's @name (Telegram hands bare commands to every bot).
-var knownCommands = map[string]bool{"stop": true, "reset": true, "status": true, "help": true}
+var knownCommands = map[string]bool{"stop": true, "reset": true, "status": true, "usage": true, "help": true}
 
 // handle hands one update to the gateway. An error means it was not handed
 // over and must be fetched again.

@@ -211,6 +211,7 @@ var Commands = []models.BotCommand{
 	{Command: "stop", Description: "Stop the current task"},
 	{Command: "reset", Description: "Start over: forget this conversation and its computer"},
 	{Command: "status", Description: "What is running, and the health of conch"},
+	{Command: "usage", Description: "What was used today, and the limits"},
 	{Command: "help", Description: "What I can do"},
 }
 

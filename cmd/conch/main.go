@@ -67,6 +67,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.skillsCmd(),
 		a.transcriptCmd(),
 		a.schedulesCmd(),
+		a.usageCmd(),
 		a.webCmd(),     // web chat login (web.go)
 		a.serviceCmd(), // systemd unit (service.go)
 	)

@@ -14,6 +14,7 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/sqlite"
+	"conch/usage"
 )
 
 func (a *app) transcriptCmd() *cobra.Command {
@@ -63,6 +64,7 @@ type transcriptStore interface {
 	Turn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	TurnMessages(ctx context.Context, id conch.TurnID) ([]sqlite.TurnMessage, error)
 	Steps(ctx context.Context, id conch.TurnID) ([]conch.Step, error)
+	TurnUsage(ctx context.Context, id conch.TurnID) (conch.UsageTotal, error)
 }
 
 // transcriptTurn is one turn with what it recorded, in order.
@@ -75,22 +77,36 @@ type transcriptTurn struct {
 // ("turn"), a message ("message") or a recorded step (its kind, with the
 // recorded detail as it is).
 type transcriptEntry struct {
-	Turn       conch.TurnID        `json:"turn"`
-	At         time.Time           `json:"at"`
-	Type       string              `json:"type"`
-	Status     conch.TurnStatus    `json:"status,omitempty"`
-	Reason     string              `json:"reason,omitempty"`
-	Attempts   int                 `json:"attempts,omitempty"`
-	Sender     conch.UserID        `json:"sender,omitempty"`
-	Origin     conch.OriginKind    `json:"origin,omitempty"`
-	Role       conch.Role          `json:"role,omitempty"`
-	Text       string              `json:"text,omitempty"`
-	Note       bool                `json:"note,omitempty"`
-	ToolCalls  []transcriptCall    `json:"tool_calls,omitempty"`
-	ToolResult *transcriptResult   `json:"tool_result,omitempty"`
-	Detail     json.RawMessage     `json:"detail,omitempty"`
-	step       conch.StepKind      // for ordering and rendering
-	message    *sqlite.TurnMessage // for rendering
+	Turn       conch.TurnID      `json:"turn"`
+	At         time.Time         `json:"at"`
+	Type       string            `json:"type"`
+	Status     conch.TurnStatus  `json:"status,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+	Attempts   int               `json:"attempts,omitempty"`
+	Sender     conch.UserID      `json:"sender,omitempty"`
+	Origin     conch.OriginKind  `json:"origin,omitempty"`
+	Role       conch.Role        `json:"role,omitempty"`
+	Text       string            `json:"text,omitempty"`
+	Note       bool              `json:"note,omitempty"`
+	ToolCalls  []transcriptCall  `json:"tool_calls,omitempty"`
+	ToolResult *transcriptResult `json:"tool_result,omitempty"`
+	Detail     json.RawMessage   `json:"detail,omitempty"`
+	// Usage is on the turn's line: its model calls added up.
+	Usage   *turnUsage          `json:"usage,omitempty"`
+	step    conch.StepKind      // for ordering and rendering
+	message *sqlite.TurnMessage // for rendering
+}
+
+// turnUsage is what a turn's model calls used; Models lists the models
+// that answered ("provider/name", in order).
+type turnUsage struct {
+	Calls        int     `json:"calls"`
+	InputTokens  int     `json:"input_tokens"`
+	CachedTokens int     `json:"cached_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	Estimated    int     `json:"estimated_calls,omitempty"`
+	CostUSD      float64 `json:"cost_usd"`
+	Models       string  `json:"models,omitempty"`
 }
 
 type transcriptCall struct {
@@ -140,7 +156,16 @@ func loadTranscript(ctx context.Context, st transcriptStore, key conch.Conversat
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, transcriptTurn{Turn: t, Entries: mergeTranscript(t, ms, steps)})
+		u, err := st.TurnUsage(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		es := mergeTranscript(t, ms, steps)
+		if u.Calls > 0 {
+			es[0].Usage = &turnUsage{Calls: u.Calls, InputTokens: u.InputTokens, CachedTokens: u.CachedTokens, OutputTokens: u.OutputTokens,
+				Estimated: u.Estimated, CostUSD: u.CostUSD, Models: u.Group}
+		}
+		out = append(out, transcriptTurn{Turn: t, Entries: es})
 	}
 	return out, nil
 }
@@ -234,6 +259,10 @@ func writeTurnMD(b *strings.Builder, t transcriptTurn) {
 	if t.Turn.Attempts > 1 {
 		fmt.Fprintf(b, " · %d attempts", t.Turn.Attempts)
 	}
+	if u := t.Entries[0].Usage; u != nil {
+		fmt.Fprintf(b, "\n\n_usage: %s · %s_", usage.Line(conch.UsageTotal{Calls: u.Calls, InputTokens: u.InputTokens,
+			CachedTokens: u.CachedTokens, OutputTokens: u.OutputTokens, Estimated: u.Estimated, CostUSD: u.CostUSD}), u.Models)
+	}
 	b.WriteString("\n")
 	for _, e := range t.Entries[1:] {
 		at := mdClock(e.At)
@@ -280,7 +309,30 @@ func stepLineMD(e transcriptEntry, at string) string {
 			if d.Purpose != "" {
 				what += " (" + d.Purpose + ")"
 			}
-			return fmt.Sprintf("_%s · %s: %s, %s, %d tokens in, %d out, stop %s_", at, what, d.Model, ms(d.DurationMS), d.InputTokens, d.OutputTokens, d.StopReason)
+			model := d.Model
+			if d.Via != "" {
+				model += " via " + d.Via
+			}
+			if d.Fallback {
+				model += " (fallback)"
+			}
+			tokens := fmt.Sprintf("%d tokens in", d.InputTokens)
+			if d.CachedTokens > 0 {
+				tokens += fmt.Sprintf(" (%d cached)", d.CachedTokens)
+			}
+			tokens += fmt.Sprintf(", %d out", d.OutputTokens)
+			if d.Estimated {
+				tokens += " (estimated)"
+			}
+			if d.Via != "" { // recorded with its price (steps before usage was kept have none)
+				tokens += fmt.Sprintf(", $%.4f", d.CostUSD)
+			}
+			return fmt.Sprintf("_%s · %s: %s, %s, %s, stop %s_", at, what, model, ms(d.DurationMS), tokens, d.StopReason)
+		}
+	case conch.StepFallback:
+		var d agent.FallbackDetail
+		if json.Unmarshal(e.Detail, &d) == nil {
+			return fmt.Sprintf("_%s · %s unavailable (%s): the turn goes on with %s_", at, d.From, oneLineMD(d.Error), d.To)
 		}
 	case conch.StepModelError:
 		var d agent.ModelErrorDetail

@@ -224,7 +224,7 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 	}
 	ref := newGatewayRef()
 	d.gateway = ref
-	mo := metrics.Options{Events: ref, Logger: d.log}
+	mo := metrics.Options{Events: ref, Models: modelLabels(cfg), Logger: d.log}
 	opts := web.Options{
 		Events: ref, Control: ref, Store: d.db, Sessions: d.db, Read: d.db, History: d.db,
 		MaxMessageBytes: cfg.Web.MaxMessageBytes,

@@ -36,6 +36,7 @@ import (
 	"conch/terminal"
 	"conch/terminal/coder"
 	"conch/tool"
+	"conch/usage"
 )
 
 // loadConfig reads and validates the configuration.
@@ -78,7 +79,9 @@ type deps struct {
 	sched *schedule.Scheduler
 	// hookRunner runs turn hooks; built by hooks().
 	hookRunner *hook.Runner
-	closers    []io.Closer
+	// meter prices and records model calls and keeps the budgets.
+	meter   *usage.Meter
+	closers []io.Closer
 }
 
 func (d *deps) Close() {
@@ -107,10 +110,61 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)
 	d.closers = append(d.closers, auditFile)
 	d.audit = obs.NewAudit(auditFile, d.db, log)
+	d.meter = newMeter(cfg, d.db, d.audit, log)
 	if d.spool, err = spool.New(filepath.Join(cfg.DataDir, "spool")); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// newMeter builds the usage meter: the price table with the config's
+// overrides and the budgets.
+func newMeter(cfg *config.Config, db *sqlite.DB, audit conch.AuditStore, log *slog.Logger) *usage.Meter {
+	var overrides []usage.Price
+	for model, p := range cfg.Prices {
+		row := usage.Price{Model: model, Input: p.Input, Cached: p.Cached, Output: p.Output, Date: p.Date, Source: p.Source}
+		if row.Source == "" {
+			row.Source = "config"
+		}
+		overrides = append(overrides, row)
+	}
+	b := cfg.Budget
+	return usage.NewMeter(usage.Options{Store: db, Audit: audit, Prices: usage.NewPrices(overrides...), Logger: log,
+		Limits: usage.Limits{
+			DailyUSD: b.DailyUSD, DailyTokens: b.DailyTokens,
+			ConversationDailyUSD: b.ConversationDailyUSD, ConversationDailyTokens: b.ConversationDailyTokens,
+			PersonDailyUSD: b.PersonDailyUSD, PersonDailyTokens: b.PersonDailyTokens,
+		}})
+}
+
+// modelLabels are the configured models' names ("provider/name"), the
+// primary first: the only model labels /metrics uses.
+func modelLabels(cfg *config.Config) []string {
+	out := []string{cfg.Model.Provider + "/" + cfg.Model.Name}
+	for _, f := range cfg.Model.Fallbacks {
+		out = append(out, f.Label())
+	}
+	return out
+}
+
+// fallbacks builds the configured fallback models with their windows.
+func fallbacks(d *deps) ([]agent.Fallback, error) {
+	var out []agent.Fallback
+	for i, f := range d.cfg.Model.Fallbacks {
+		m, err := newModel(config.ModelConfig{Provider: f.Provider, Name: f.Name, BaseURL: f.BaseURL, APIKey: f.APIKey, Timeout: d.cfg.Model.Timeout})
+		if err != nil {
+			return nil, fmt.Errorf("model.fallbacks[%d]: %w", i, err)
+		}
+		window := f.ContextWindow
+		if window == 0 {
+			var known bool
+			if window, known = llm.ContextWindow(f.Name); !known {
+				d.log.Warn("unknown context window of a fallback, assuming the default; set its context_window", "model", f.Label(), "window", window)
+			}
+		}
+		out = append(out, agent.Fallback{Model: m, ContextWindow: window})
+	}
+	return out, nil
 }
 
 // newModel creates the configured provider.
@@ -213,8 +267,14 @@ func newAgent(d *deps) (*agent.Agent, error) {
 			d.log.Warn("unknown context window, assuming the default; set model.context_window", "model", d.cfg.Model.Name, "window", window)
 		}
 	}
+	fbs, err := fallbacks(d)
+	if err != nil {
+		return nil, err
+	}
 	opts := agent.Options{
 		Model:         model,
+		Fallbacks:     fbs,
+		Meter:         d.meter,
 		Tools:         ts,
 		Skills:        d.skillsPrompt,
 		Store:         d.db,
@@ -245,13 +305,17 @@ func configSecrets(cfg *config.Config) []string {
 	_ = m.LoadSecrets()
 	_ = e.LoadSecrets()
 	_ = tg.LoadSecrets()
-	return []string{
+	secrets := []string{
 		cfg.Model.APIKey, cfg.Coder.APIKey,
 		cfg.Search.TavilyAPIKey, cfg.Search.BraveAPIKey,
 		tg.BotToken,
 		m.AccessToken, m.Password, m.PickleKey,
 		e.IMAPPassword, e.SMTPPassword,
 	}
+	for _, f := range cfg.Model.Fallbacks {
+		secrets = append(secrets, f.APIKey)
+	}
+	return secrets
 }
 
 // tools lists the built-in tools: memory and the host-side tools always,
@@ -409,7 +473,7 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	opts := gateway.Options{
 		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
 		Events: d.db, Attachments: d.spool, Releasers: d.releasers, Policies: policies(d.cfg),
-		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log,
+		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log, Usage: d.meter,
 	}
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface

@@ -244,8 +244,10 @@ func (m *Model) response(out *ant.Message) conch.ModelResponse {
 		Model: string(out.Model),
 		Usage: conch.Usage{
 			// input_tokens excludes cached tokens; count them, as OpenAI's
-			// prompt_tokens does.
+			// prompt_tokens does; cache reads are the cached part (cache
+			// writes are billed as input).
 			InputTokens:  int(out.Usage.InputTokens + out.Usage.CacheReadInputTokens + out.Usage.CacheCreationInputTokens),
+			CachedTokens: int(out.Usage.CacheReadInputTokens),
 			OutputTokens: int(out.Usage.OutputTokens),
 		},
 	}

@@ -118,7 +118,7 @@ func TestUsageCountsCachedInput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	if want := (conch.Usage{InputTokens: 115, OutputTokens: 3}); resp.Usage != want || resp.Text != "hi" {
+	if want := (conch.Usage{InputTokens: 115, CachedTokens: 100, OutputTokens: 3}); resp.Usage != want || resp.Text != "hi" {
 		t.Errorf("got usage %+v text %q, want %+v \"hi\"", resp.Usage, resp.Text, want)
 	}
 }

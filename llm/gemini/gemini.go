@@ -155,6 +155,10 @@ func (m *Model) Generate(ctx context.Context, req conch.ModelRequest) (conch.Mod
 	return resp, nil
 }
 
+// foreignSignature is the thought signature Gemini 3 accepts on function
+// calls it did not write (ai.google.dev/gemini-api/docs/thought-signatures).
+const foreignSignature = "skip_thought_signature_validator"
+
 // splitID takes a conch call id apart: the id to send to the API (empty for
 // a synthesised one) and the thought signature.
 func splitID(id string) (apiID string, sig []byte) {
@@ -215,12 +219,25 @@ func (m *Model) params(req conch.ModelRequest) ([]*genai.Content, *genai.Generat
 			if msg.Text != "" {
 				parts = append(parts, &genai.Part{Text: msg.Text})
 			}
+			// A step whose calls carry no thought signature came from
+			// another provider (a fallback answered it); Gemini 3 refuses
+			// unsigned calls of the current turn, and documents this value
+			// for histories it did not write.
+			foreign := len(msg.ToolCalls) > 0 && strings.HasPrefix(m.model, "gemini-3")
 			for _, c := range msg.ToolCalls {
+				if _, sig := splitID(c.ID); len(sig) > 0 {
+					foreign = false
+				}
+			}
+			for j, c := range msg.ToolCalls {
 				var args map[string]any
 				if err := json.Unmarshal(convert.ArgsObject(c.Arguments), &args); err != nil {
 					return nil, nil, convert.BadRequest(fmt.Sprintf("message %d: tool call %q: arguments", i, c.Name), err)
 				}
 				apiID, sig := splitID(c.ID)
+				if foreign && j == 0 {
+					sig = []byte(foreignSignature)
+				}
 				parts = append(parts, &genai.Part{
 					FunctionCall:     &genai.FunctionCall{ID: apiID, Name: c.Name, Args: args},
 					ThoughtSignature: sig,
@@ -275,6 +292,7 @@ func (m *Model) response(out *genai.GenerateContentResponse) (conch.ModelRespons
 	if u := out.UsageMetadata; u != nil {
 		resp.Usage = conch.Usage{
 			InputTokens:  int(u.PromptTokenCount),
+			CachedTokens: int(u.CachedContentTokenCount),
 			OutputTokens: int(u.CandidatesTokenCount + u.ThoughtsTokenCount),
 		}
 	}

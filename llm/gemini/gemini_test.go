@@ -153,3 +153,39 @@ func TestResultForUnknownCallIsRefused(t *testing.T) {
 func userRequest(text string) conch.ModelRequest {
 	return conch.ModelRequest{Messages: []conch.Message{{Role: conch.RoleUser, Text: text}}}
 }
+
+// A history written by another provider (a fallback answered the step)
+// reaches Gemini 3 with the documented stand-in signature on its calls;
+// older models get none, and Gemini's own calls keep theirs.
+func TestForeignCallsGetStandInSignature(t *testing.T) {
+	for _, tc := range []struct {
+		model, id, want string
+	}{
+		{"gemini-3-pro-preview", "toolu_01abc", base64.StdEncoding.EncodeToString([]byte("skip_thought_signature_validator"))},
+		{"gemini-2.5-flash", "toolu_01abc", ""},
+		{"gemini-3-pro-preview", "call_1#ts=" + base64.RawURLEncoding.EncodeToString([]byte("own")), base64.StdEncoding.EncodeToString([]byte("own"))},
+	} {
+		s := fakellm.New(t)
+		s.Push(fakellm.Text("ok"))
+		m, err := gemini.New(gemini.Config{BaseURL: s.BaseURL(fakellm.Gemini), APIKey: llmtest.APIKey, Model: tc.model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := conch.ModelRequest{Messages: []conch.Message{
+			{Role: conch.RoleUser, Text: "list"},
+			{Role: conch.RoleAssistant, ToolCalls: []conch.ToolCall{{ID: tc.id, Name: "ls", Arguments: []byte(`{}`)}}},
+			{Role: conch.RoleTool, ToolResult: &conch.ToolResult{CallID: tc.id, Name: "ls", Content: "a b"}},
+		}}
+		if _, err := m.Generate(context.Background(), req); err != nil {
+			t.Fatalf("%s: %v", tc.model, err)
+		}
+		got, _ := s.Last()
+		var calls []fakellm.Call
+		for _, msg := range got.Messages {
+			calls = append(calls, msg.ToolCalls...)
+		}
+		if len(calls) != 1 || calls[0].Signature != tc.want {
+			t.Errorf("%s, id %s: got calls %+v, want signature %q", tc.model, tc.id, calls, tc.want)
+		}
+	}
+}

@@ -222,7 +222,11 @@ func (m *Model) response(out *oai.ChatCompletion) (conch.ModelResponse, error) {
 	resp := conch.ModelResponse{
 		Text:  ch.Message.Content,
 		Model: out.Model,
-		Usage: conch.Usage{InputTokens: int(out.Usage.PromptTokens), OutputTokens: int(out.Usage.CompletionTokens)},
+		Usage: conch.Usage{
+			InputTokens:  int(out.Usage.PromptTokens),
+			CachedTokens: int(out.Usage.PromptTokensDetails.CachedTokens),
+			OutputTokens: int(out.Usage.CompletionTokens),
+		},
 	}
 	if resp.Model == "" {
 		resp.Model = m.model

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +33,10 @@ type Options struct {
 	// tools conch offers the model, configured ones included). Any other
 	// name a tool call carries, chosen by the model, counts as "other", so
 	// the label set stays bounded. SetTools replaces the list later.
-	Tools  []string
+	Tools []string
+	// Models are the configured models ("provider/name"): the only values
+	// of the model label; any other model counts as "other".
+	Models []string
 	Logger *slog.Logger
 }
 
@@ -49,6 +54,9 @@ type Collector struct {
 	modelDur    prometheus.Histogram
 	modelErrs   *prometheus.CounterVec
 	tokens      *prometheus.CounterVec
+	usageToks   *prometheus.CounterVec
+	usageCost   *prometheus.CounterVec
+	usageCalls  *prometheus.CounterVec
 	toolCalls   *prometheus.CounterVec
 	toolDur     *prometheus.HistogramVec
 	queue       prometheus.Gauge
@@ -92,8 +100,11 @@ func New(opts Options) *Collector {
 	c.queue = prometheus.NewGauge(prometheus.GaugeOpts{Name: "conch_queue_depth", Help: "Turns waiting for their conversation's worker."})
 	c.running = prometheus.NewGauge(prometheus.GaugeOpts{Name: "conch_turns_running", Help: "Turns running now."})
 	c.resubscribe = prometheus.NewCounter(prometheus.CounterOpts{Name: "conch_metrics_resubscribes_total", Help: "Times the metrics subscriber fell behind the event hub and subscribed again (events in between are not counted)."})
+	c.usageToks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_usage_tokens_total", Help: "Model tokens as the providers report them (estimated where they report none), by configured model and kind (input, cached: the part of input read from the prompt cache, output)."}, []string{"model", "kind"})
+	c.usageCost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_cost_usd_total", Help: "What model calls cost in USD by the price table, by configured model."}, []string{"model"})
+	c.usageCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_calls_total", Help: "Answered model calls, by configured model and whether it was a fallback."}, []string{"model", "fallback"})
 	c.reg.MustRegister(c.events, c.messages, c.notices, c.turns, c.turnDur, c.modelDur, c.modelErrs, c.tokens,
-		c.toolCalls, c.toolDur, c.queue, c.running, c.resubscribe, &scrapeCollector{c: c})
+		c.usageToks, c.usageCost, c.usageCalls, c.toolCalls, c.toolDur, c.queue, c.running, c.resubscribe, &scrapeCollector{c: c})
 	return c
 }
 
@@ -178,6 +189,16 @@ func (c *Collector) Observe(ev conch.Event) {
 			t.mark = ev.At
 		}
 		c.mu.Unlock()
+	case conch.ModelUsage:
+		model := "other"
+		if slices.Contains(c.opts.Models, d.Model) {
+			model = d.Model
+		}
+		c.usageToks.WithLabelValues(model, "input").Add(float64(d.InputTokens))
+		c.usageToks.WithLabelValues(model, "cached").Add(float64(d.CachedTokens))
+		c.usageToks.WithLabelValues(model, "output").Add(float64(d.OutputTokens))
+		c.usageCost.WithLabelValues(model).Add(d.CostUSD)
+		c.usageCalls.WithLabelValues(model, strconv.FormatBool(d.Fallback)).Inc()
 	case conch.RetryEvent:
 		c.modelErrs.WithLabelValues(errorClass(d.Reason)).Inc()
 		c.setMark(ev, ev.At.Add(d.Delay))

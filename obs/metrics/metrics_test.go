@@ -222,3 +222,32 @@ func TestToolLabelsAreBounded(t *testing.T) {
 		t.Errorf("read_file errors: got %v, want 1", got)
 	}
 }
+
+// Usage is labelled by configured model only: any other name is "other".
+func TestModelUsageBoundedLabels(t *testing.T) {
+	c := New(Options{Models: []string{"openai/gpt-4o", "anthropic/claude-sonnet-4-5"}})
+	for _, d := range []conch.ModelUsage{
+		{Model: "openai/gpt-4o", InputTokens: 1000, CachedTokens: 600, OutputTokens: 50, CostUSD: 0.25},
+		{Model: "anthropic/claude-sonnet-4-5", Fallback: true, InputTokens: 300, OutputTokens: 7, CostUSD: 0.5},
+		{Model: "openai/gpt-4o-2024-08-06", InputTokens: 5, OutputTokens: 5},
+		{Model: "made-up/" + strings.Repeat("x", 300), InputTokens: 5, OutputTokens: 5},
+	} {
+		c.Observe(ev(web, 1, 0, d))
+	}
+	for _, ck := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"gpt-4o cached", testutil.ToFloat64(c.usageToks.WithLabelValues("openai/gpt-4o", "cached")), 600},
+		{"gpt-4o cost", testutil.ToFloat64(c.usageCost.WithLabelValues("openai/gpt-4o")), 0.25},
+		{"fallback calls", testutil.ToFloat64(c.usageCalls.WithLabelValues("anthropic/claude-sonnet-4-5", "true")), 1},
+		{"other input", testutil.ToFloat64(c.usageToks.WithLabelValues("other", "input")), 10},
+	} {
+		if ck.got != ck.want {
+			t.Errorf("%s: got %v, want %v", ck.name, ck.got, ck.want)
+		}
+	}
+	if n := testutil.CollectAndCount(c.usageCost); n != 3 {
+		t.Errorf("cost series: got %d, want 3 (two models and other)", n)
+	}
+}

@@ -12,6 +12,14 @@ function stateText(c) {
   return c.state || "idle";
 }
 
+// usageText is what a conversation's model calls cost, all time.
+function usageText(c) {
+  if (!c.tokens) return "";
+  const usd = c.cost_usd || 0;
+  const k = c.tokens >= 10000 ? (c.tokens / 1000).toFixed(0) + "k" : String(c.tokens);
+  return "$" + (usd > 0 && usd < 0.01 ? usd.toFixed(4) : usd.toFixed(2)) + " · " + k + " tok";
+}
+
 async function act(action, key, confirmText) {
   if (confirmText && !confirm(confirmText)) return;
   try {
@@ -36,12 +44,13 @@ async function refresh() {
       conch.el("td", { text: c.last_sender || "" }),
       conch.el("td", { class: "clip", text: (c.last_role ? c.last_role + ": " : "") + (c.last_message || (c.last_role === "assistant" ? "(working with tools)" : "")), title: c.last_at ? new Date(c.last_at).toLocaleString() : "" }),
       conch.el("td", { class: "state " + (c.state || "idle"), text: stateText(c) }),
+      conch.el("td", { text: usageText(c), title: (c.tokens || 0) + " tokens" }),
       conch.el("td", { class: "clip err", text: c.last_error || "" }),
       conch.el("td", {},
         btn("stop", () => act("stop", c.key), c.state === "running" ? "" : "muted"),
         btn("reset", () => act("reset", c.key, "Reset " + c.key + "? Its history is forgotten and its computer removed."), "danger"))));
   }
-  if (!d.conversations.length) cb.append(conch.el("tr", {}, conch.el("td", { colspan: "6", class: "muted", text: "no conversations yet" })));
+  if (!d.conversations.length) cb.append(conch.el("tr", {}, conch.el("td", { colspan: "7", class: "muted", text: "no conversations yet" })));
   const sb = $("sandboxes").tBodies[0];
   sb.replaceChildren();
   for (const s of d.sandboxes) {

@@ -156,6 +156,9 @@ func anthropicResponse(req *Request, r Reply, id uint64) *antResponse {
 		out.StopReason = "max_tokens"
 	}
 	out.Usage.InputTokens, out.Usage.OutputTokens = r.usageFor(req.Body)
+	// input_tokens counts only what was not read from the cache.
+	out.Usage.InputTokens -= r.cached
+	out.Usage.CacheReadInputTokens = r.cached
 	out.Usage.ServiceTier = "standard"
 	return out
 }

@@ -34,7 +34,7 @@ func (s *Server) writeAnthropicStream(w http.ResponseWriter, r *http.Request, re
 	start := map[string]any{
 		"id": whole.ID, "type": "message", "role": "assistant", "model": whole.Model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-		"usage": antStreamUsage{InputTokens: whole.Usage.InputTokens, OutputTokens: 1, ServiceTier: "standard"},
+		"usage": antStreamUsage{InputTokens: whole.Usage.InputTokens, CacheReadInputTokens: whole.Usage.CacheReadInputTokens, OutputTokens: 1, ServiceTier: "standard"},
 	}
 	if !e.event("message_start", map[string]any{"type": "message_start", "message": start}) {
 		return
@@ -89,7 +89,7 @@ func (s *Server) writeAnthropicStream(w http.ResponseWriter, r *http.Request, re
 	if e.stopped(fail) {
 		return
 	}
-	u := antStreamUsage{InputTokens: whole.Usage.InputTokens, OutputTokens: whole.Usage.OutputTokens}
+	u := antStreamUsage{InputTokens: whole.Usage.InputTokens, CacheReadInputTokens: whole.Usage.CacheReadInputTokens, OutputTokens: whole.Usage.OutputTokens}
 	if !e.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": whole.StopReason, "stop_sequence": nil}, "usage": u}) {
 		return

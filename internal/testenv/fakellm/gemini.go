@@ -166,6 +166,7 @@ type gemResponse struct {
 		PromptTokenCount     int `json:"promptTokenCount"`
 		CandidatesTokenCount int `json:"candidatesTokenCount"`
 		TotalTokenCount      int `json:"totalTokenCount"`
+		CachedContentTokens  int `json:"cachedContentTokenCount,omitempty"`
 		PromptTokensDetails  []struct {
 			Modality   string `json:"modality"`
 			TokenCount int    `json:"tokenCount"`
@@ -205,6 +206,7 @@ func geminiResponse(req *Request, r Reply, id uint64) *gemResponse {
 	in, o := r.usageFor(req.Body)
 	u := &out.UsageMetadata
 	u.PromptTokenCount, u.CandidatesTokenCount, u.TotalTokenCount = in, o, in+o
+	u.CachedContentTokens = r.cached
 	u.PromptTokensDetails = append(u.PromptTokensDetails, struct {
 		Modality   string `json:"modality"`
 		TokenCount int    `json:"tokenCount"`

@@ -43,6 +43,7 @@ type gemStreamUsage struct {
 	PromptTokenCount     int `json:"promptTokenCount"`
 	CandidatesTokenCount int `json:"candidatesTokenCount,omitempty"`
 	TotalTokenCount      int `json:"totalTokenCount"`
+	CachedContentTokens  int `json:"cachedContentTokenCount,omitempty"`
 }
 
 type gemStreamEvent struct {
@@ -85,7 +86,7 @@ func geminiStream(req *Request, r Reply, id uint64) []gemStreamEvent {
 	}
 	last := &out[len(out)-1]
 	last.Candidates[0].FinishReason = c.FinishReason
-	last.UsageMetadata = gemStreamUsage{PromptTokenCount: u.PromptTokenCount, CandidatesTokenCount: u.CandidatesTokenCount, TotalTokenCount: u.TotalTokenCount}
+	last.UsageMetadata = gemStreamUsage{PromptTokenCount: u.PromptTokenCount, CandidatesTokenCount: u.CandidatesTokenCount, TotalTokenCount: u.TotalTokenCount, CachedContentTokens: u.CachedContentTokens}
 	return out
 }
 

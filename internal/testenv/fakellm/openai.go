@@ -198,6 +198,7 @@ func openAIResponse(req *Request, r Reply, id uint64) *oaiResponse {
 	out.Choices[0].FinishReason = finish
 	in, o := r.usageFor(req.Body)
 	out.Usage.PromptTokens, out.Usage.CompletionTokens, out.Usage.TotalTokens = in, o, in+o
+	out.Usage.PromptTokensDetails.CachedTokens = r.cached
 	return out
 }
 

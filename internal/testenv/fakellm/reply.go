@@ -18,6 +18,7 @@ type Reply struct {
 	calls     []Call
 	maxTokens bool
 	usage     *[2]int
+	cached    int
 
 	status     int
 	errMsg     string
@@ -108,6 +109,13 @@ func (r Reply) MaxTokens() Reply { r.maxTokens = true; return r }
 // request body's length / 4 and output tokens the answer's length / 4, at
 // least 1.
 func (r Reply) Usage(input, output int) Reply { r.usage = &[2]int{input, output}; return r }
+
+// Cached sets how many of the input tokens the answer reports as read from
+// the provider's prompt cache, each in its API's form: OpenAI's
+// prompt_tokens_details.cached_tokens, Anthropic's cache_read_input_tokens
+// (its input_tokens then counts only the rest), Gemini's
+// cachedContentTokenCount.
+func (r Reply) Cached(n int) Reply { r.cached = n; return r }
 
 // Code overrides the provider error code of an Error reply: OpenAI's
 // error.code, Anthropic's error.type, Gemini's error.status.

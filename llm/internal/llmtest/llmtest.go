@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -151,6 +152,31 @@ func run(t *testing.T, p fakellm.Provider, newModel NewModel, gen Generator) {
 		}
 		if len(got.Tools) != 0 {
 			t.Errorf("tools sent: got %d, want none", len(got.Tools))
+		}
+	})
+
+	t.Run("UsageCachedSummed", func(t *testing.T) {
+		// Input counts the whole prompt, cached part included, in every
+		// provider's form; three calls add up exactly.
+		t.Parallel()
+		s := fakellm.New(t)
+		s.Push(fakellm.Text("one").Usage(1200, 30).Cached(1024),
+			fakellm.ToolCall("read_file", `{"path":"a"}`).Usage(2000, 17).Cached(0),
+			fakellm.Text("three").Usage(3500, 250).Cached(3072))
+		m := model(t, s)
+		var sum conch.Usage
+		for i := range 3 {
+			resp, err := gen(t, m, context.Background(), userRequest(fmt.Sprint("call ", i)))
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+			sum.InputTokens += resp.Usage.InputTokens
+			sum.CachedTokens += resp.Usage.CachedTokens
+			sum.OutputTokens += resp.Usage.OutputTokens
+			sum.Estimated = sum.Estimated || resp.Usage.Estimated
+		}
+		if want := (conch.Usage{InputTokens: 6700, CachedTokens: 4096, OutputTokens: 297}); sum != want {
+			t.Errorf("usage summed: got %+v, want %+v", sum, want)
 		}
 	})
 
