@@ -32,7 +32,7 @@ func (a *app) webCmd() *cobra.Command {
 		Short: "Print a single-use login link for the web chat (works once, for web.login_ttl)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.loadOperatorConfig()
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ func (a *app) webCmd() *cobra.Command {
 		Short: "End every web session (every browser must log in again with a new link)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig()
+			cfg, err := a.loadOperatorConfig()
 			if err != nil {
 				return err
 			}

@@ -121,3 +121,25 @@ func TestWebSecure(t *testing.T) {
 		}
 	}
 }
+
+// `conch web url` and `conch web logout-all` never talk to the model: they
+// work in a shell without the model's settings (where only the service has
+// the key).
+func TestWebCommandsWithoutModel(t *testing.T) {
+	dir := t.TempDir()
+	env := append(os.Environ(),
+		"CONCH_TEST_AS_MAIN=1",
+		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"CONCH_DATA_DIR="+filepath.Join(dir, "data"),
+		"CONCH_MODEL_PROVIDER=", "CONCH_MODEL=", "CONCH_MODEL_API_KEY=",
+		"OPENAI_API_KEY=", "ANTHROPIC_API_KEY=", "GEMINI_API_KEY=",
+		"CONCH_GATEWAY_LISTEN=127.0.0.1:8484",
+	)
+	link := webURL(t, env)
+	if !strings.HasPrefix(link, "http://127.0.0.1:8484/login?token=") {
+		t.Fatalf("link %q", link)
+	}
+	if out, errOut, code := conchRun(t, env, "web logout-all"); code != 0 || !strings.Contains(out, "Every web session has ended") {
+		t.Fatalf("logout-all: exit %d, %q, %q", code, out, errOut)
+	}
+}

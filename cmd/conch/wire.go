@@ -39,6 +39,13 @@ import (
 	"conch/usage"
 )
 
+// loadOperatorConfig reads the configuration for an operator command that
+// never talks to the model (`conch web url`, `logout-all`): it works where
+// only the service has the model's key.
+func (a *app) loadOperatorConfig() (*config.Config, error) {
+	return config.Load(a.configPath, os.Environ())
+}
+
 // loadConfig reads and validates the configuration.
 func (a *app) loadConfig() (*config.Config, error) {
 	cfg, err := config.Load(a.configPath, os.Environ())
