@@ -19,6 +19,7 @@ const (
 	ChannelMatrix   ChannelName = "matrix"
 	ChannelEmail    ChannelName = "email"
 	ChannelTelegram ChannelName = "telegram"
+	ChannelSlack    ChannelName = "slack"
 	ChannelWeb      ChannelName = "web"
 	ChannelCLI      ChannelName = "cli"
 )
