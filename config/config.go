@@ -47,6 +47,7 @@ type Config struct {
 	Metrics MetricsConfig `toml:"metrics" envPrefix:"METRICS_"`
 
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
+	Slack    SlackConfig    `toml:"slack" envPrefix:"SLACK_"`
 	// Schedule and Hooks: see schedule.go.
 	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
 	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
@@ -374,6 +375,7 @@ func (c *Config) Validate() error {
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
 	ps = append(ps, c.Telegram.validate()...)
+	ps = append(ps, c.Slack.validate()...)
 	ps = append(ps, c.validateWeb()...)
 	ps = append(ps, c.validateWebChat()...)
 	ps = append(ps, c.Email.validate()...)

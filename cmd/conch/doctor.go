@@ -71,6 +71,9 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.Telegram.Enabled() {
 		a.doctorTelegram(ctx, cfg, check)
 	}
+	if cfg.Slack.Enabled() {
+		a.doctorSlack(ctx, cfg, check)
+	}
 	if cfg.Email.Enabled() {
 		a.doctorEmail(ctx, cfg, check)
 	}

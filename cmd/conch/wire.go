@@ -231,14 +231,16 @@ func newAgent(d *deps) (*agent.Agent, error) {
 // are read here too (from copies: the channels read their own, and report a
 // file that cannot be read).
 func configSecrets(cfg *config.Config) []string {
-	m, e, tg := cfg.Matrix, cfg.Email, cfg.Telegram
+	m, e, tg, sl := cfg.Matrix, cfg.Email, cfg.Telegram, cfg.Slack
 	_ = m.LoadSecrets()
 	_ = e.LoadSecrets()
 	_ = tg.LoadSecrets()
+	_ = sl.LoadSecrets()
 	return []string{
 		cfg.Model.APIKey, cfg.Coder.APIKey,
 		cfg.Search.TavilyAPIKey, cfg.Search.BraveAPIKey,
 		tg.BotToken,
+		sl.BotToken, sl.AppToken,
 		m.AccessToken, m.Password, m.PickleKey,
 		e.IMAPPassword, e.SMTPPassword,
 	}
@@ -482,6 +484,7 @@ func policies(cfg *config.Config) map[conch.ChannelName]gateway.Policy {
 	for ch, v := range map[conch.ChannelName]string{
 		conch.ChannelMatrix:   cfg.Matrix.DMPolicy,
 		conch.ChannelTelegram: cfg.Telegram.DMPolicy,
+		conch.ChannelSlack:    cfg.Slack.DMPolicy,
 	} {
 		if v != "" {
 			ps[ch] = gateway.Policy(v)

@@ -283,3 +283,16 @@ func (s *Server) WaitMessages(tb testing.TB, channel, thread string, n int, time
 	}
 	return s.Messages(channel, thread)
 }
+
+// ThreadOf is a thread's messages (the root and its replies) in ts order.
+func (s *Server) ThreadOf(channel, root string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, m := range s.msgs[channel] {
+		if m.TS == root || m.ThreadTS == root {
+			out = append(out, *m)
+		}
+	}
+	return out
+}
