@@ -336,4 +336,3 @@ func TestSocketReconnect(t *testing.T) {
 		t.Fatalf("inbound %+v", in)
 	}
 }
-
