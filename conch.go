@@ -20,6 +20,7 @@ const (
 	ChannelEmail    ChannelName = "email"
 	ChannelTelegram ChannelName = "telegram"
 	ChannelSlack    ChannelName = "slack"
+	ChannelDiscord  ChannelName = "discord"
 	ChannelWeb      ChannelName = "web"
 	ChannelCLI      ChannelName = "cli"
 )

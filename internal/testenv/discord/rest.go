@@ -147,6 +147,13 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		s.editMessage(w, r, major, path[strings.LastIndex(path, "/")+1:])
 	case key == "GET /channels/{id}/messages":
 		s.listMessages(w, r, major)
+	case key == "GET /channels/{id}":
+		ch, ok := s.channels[major]
+		if !ok {
+			s.writeErr(w, apiErr{http.StatusNotFound, 10003, "Unknown Channel"})
+			return
+		}
+		writeJSON(w, http.StatusOK, ch)
 	case key == "POST /channels/{id}/typing":
 		if _, ok := s.channels[major]; !ok {
 			s.writeErr(w, apiErr{http.StatusNotFound, 10003, "Unknown Channel"})
