@@ -74,6 +74,9 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.Slack.Enabled() {
 		a.doctorSlack(ctx, cfg, check)
 	}
+	if cfg.Discord.Enabled() {
+		a.doctorDiscord(ctx, cfg, check)
+	}
 	if cfg.Email.Enabled() {
 		a.doctorEmail(ctx, cfg, check)
 	}
