@@ -19,6 +19,12 @@ type SlackConfig struct {
 	// AppToken is an app-level token with connections:write (xapp-…).
 	AppToken     string `toml:"app_token" env:"APP_TOKEN"`
 	AppTokenFile string `toml:"app_token_file" env:"APP_TOKEN_FILE"`
+	// Mode is socket (Socket Mode, the default) | events (the Events API
+	// over HTTPS at <gateway.listen>/slack/events).
+	Mode string `toml:"mode" env:"MODE"`
+	// SigningSecret checks the Events API's requests (mode = events).
+	SigningSecret     string `toml:"signing_secret" env:"SIGNING_SECRET"`
+	SigningSecretFile string `toml:"signing_secret_file" env:"SIGNING_SECRET_FILE"`
 	// APIURL is the Web API (https://slack.com/api/).
 	APIURL string `toml:"api_url" env:"API_URL"`
 	// AllowFrom lists Slack user ids (U…), or workspace:user (T…:U…); "*"
@@ -41,7 +47,8 @@ func (s *SlackConfig) LoadSecrets() error {
 	for _, t := range []struct {
 		key, file string
 		v         *string
-	}{{"slack.bot_token_file", s.BotTokenFile, &s.BotToken}, {"slack.app_token_file", s.AppTokenFile, &s.AppToken}} {
+	}{{"slack.bot_token_file", s.BotTokenFile, &s.BotToken}, {"slack.app_token_file", s.AppTokenFile, &s.AppToken},
+		{"slack.signing_secret_file", s.SigningSecretFile, &s.SigningSecret}} {
 		if t.file == "" || *t.v != "" {
 			continue
 		}
@@ -80,13 +87,22 @@ func (s SlackConfig) validate() []Problem {
 	case s.BotToken != "" && !strings.HasPrefix(s.BotToken, "xoxb-"):
 		ps = append(ps, Problem{"slack.bot_token", "does not look like a bot token", "copy the Bot User OAuth Token (xoxb-…) from the app's OAuth & Permissions page into CONCH_SLACK_BOT_TOKEN"})
 	}
-	switch {
-	case s.AppToken == "" && s.AppTokenFile == "":
-		ps = append(ps, Problem{"slack.app_token", "missing: Socket Mode needs an app-level token", "create one with the connections:write scope under Basic Information → App-Level Tokens and set CONCH_SLACK_APP_TOKEN"})
-	case s.AppToken != "" && s.AppTokenFile != "":
-		ps = append(ps, Problem{"slack.app_token", "both app_token and app_token_file are set", "keep one of them"})
-	case s.AppToken != "" && !strings.HasPrefix(s.AppToken, "xapp-"):
-		ps = append(ps, Problem{"slack.app_token", "does not look like an app-level token", "create one with connections:write (xapp-…) under Basic Information → App-Level Tokens"})
+	switch s.Mode {
+	case "socket":
+		switch {
+		case s.AppToken == "" && s.AppTokenFile == "":
+			ps = append(ps, Problem{"slack.app_token", "missing: Socket Mode needs an app-level token", "create one with the connections:write scope under Basic Information → App-Level Tokens and set CONCH_SLACK_APP_TOKEN"})
+		case s.AppToken != "" && s.AppTokenFile != "":
+			ps = append(ps, Problem{"slack.app_token", "both app_token and app_token_file are set", "keep one of them"})
+		case s.AppToken != "" && !strings.HasPrefix(s.AppToken, "xapp-"):
+			ps = append(ps, Problem{"slack.app_token", "does not look like an app-level token", "create one with connections:write (xapp-…) under Basic Information → App-Level Tokens"})
+		}
+	case "events":
+		if s.SigningSecret == "" && s.SigningSecretFile == "" {
+			ps = append(ps, Problem{"slack.signing_secret", "missing: the Events API's requests cannot be checked", "copy the Signing Secret from Basic Information → App Credentials into CONCH_SLACK_SIGNING_SECRET"})
+		}
+	default:
+		ps = append(ps, Problem{"slack.mode", fmt.Sprintf("unknown mode %q", s.Mode), "use socket (no public URL needed) or events (Slack posts to https://<your host>/slack/events)"})
 	}
 	if u, err := url.Parse(s.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		ps = append(ps, Problem{"slack.api_url", fmt.Sprintf("%q is not an http(s) URL", s.APIURL), "leave it at https://slack.com/api/"})

@@ -21,7 +21,7 @@ func TestSlackEnvAndValidate(t *testing.T) {
 	if !s.Enabled() || !reflect.DeepEqual(s.AllowFrom, []string{"U012AB3CD", "T0123:W0456"}) {
 		t.Fatalf("from the environment: %+v", s)
 	}
-	if s.ChannelPolicy != "mention" || s.MaxFileBytes != 20<<20 || s.APIURL != "https://slack.com/api/" {
+	if s.Mode != "socket" || s.ChannelPolicy != "mention" || s.MaxFileBytes != 20<<20 || s.APIURL != "https://slack.com/api/" {
 		t.Fatalf("defaults: %+v", s)
 	}
 	if ps := s.validate(); len(ps) != 0 {
@@ -39,6 +39,8 @@ func TestSlackEnvAndValidate(t *testing.T) {
 		{func(s *SlackConfig) { s.AllowFrom = []string{"alice"} }, "slack.allow_from"},
 		{func(s *SlackConfig) { s.AllowFrom = nil }, "slack.allow_from"},
 		{func(s *SlackConfig) { s.ChannelPolicy = "some" }, "slack.channel_policy"},
+		{func(s *SlackConfig) { s.Mode = "events" }, "slack.signing_secret"},
+		{func(s *SlackConfig) { s.Mode = "webhook" }, "slack.mode"},
 	} {
 		bad := s
 		tc.mod(&bad)
@@ -48,7 +50,7 @@ func TestSlackEnvAndValidate(t *testing.T) {
 		}
 	}
 	var keys []string
-	for _, p := range (SlackConfig{BotToken: "xoxb-1", AppToken: "xapp-1", APIURL: "https://slack.com/api/", ChannelPolicy: "mention", MaxFileBytes: 1, DMPolicy: DMPairing}).validate() {
+	for _, p := range (SlackConfig{Mode: "socket", BotToken: "xoxb-1", AppToken: "xapp-1", APIURL: "https://slack.com/api/", ChannelPolicy: "mention", MaxFileBytes: 1, DMPolicy: DMPairing}).validate() {
 		keys = append(keys, p.Key)
 	}
 	if len(keys) != 0 {

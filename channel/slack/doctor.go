@@ -12,7 +12,8 @@ import (
 
 // CheckApp asks Slack who the bot token belongs to (auth.test) and whether
 // the app token may open Socket Mode (apps.connections.open, whose URL is
-// not used), for `conch doctor`. It returns "@bot in team".
+// not used; skipped when appToken is "", the Events API), for `conch
+// doctor`. It returns "@bot in team".
 func CheckApp(ctx context.Context, apiURL, botToken, appToken string) (string, error) {
 	if apiURL == "" {
 		apiURL = DefaultAPIURL
@@ -23,7 +24,7 @@ func CheckApp(ctx context.Context, apiURL, botToken, appToken string) (string, e
 	switch {
 	case !strings.HasPrefix(botToken, "xoxb-"):
 		return "", fmt.Errorf("slack.bot_token does not look like a Bot User OAuth Token (xoxb-…): copy it from the app's OAuth & Permissions page")
-	case !strings.HasPrefix(appToken, "xapp-"):
+	case appToken != "" && !strings.HasPrefix(appToken, "xapp-"):
 		return "", fmt.Errorf("slack.app_token does not look like an app-level token (xapp-…): create one with connections:write under Basic Information")
 	}
 	api := slack.New(botToken, slack.OptionAPIURL(apiURL), slack.OptionAppLevelToken(appToken),
@@ -36,6 +37,9 @@ func CheckApp(ctx context.Context, apiURL, botToken, appToken string) (string, e
 			return "", fmt.Errorf("Slack refused slack.bot_token (%v): copy the Bot User OAuth Token again", err)
 		}
 		return "", fmt.Errorf("cannot reach Slack at %s: %s", apiURL, describe(err))
+	}
+	if appToken == "" {
+		return "@" + r.User + " in " + r.Team, nil
 	}
 	if _, _, err := api.StartSocketModeContext(ctx); err != nil {
 		err = classify("apps.connections.open", err)

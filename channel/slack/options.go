@@ -16,6 +16,15 @@ import (
 // DefaultAPIURL is Slack's Web API.
 const DefaultAPIURL = "https://slack.com/api/"
 
+// Modes: how events reach conch.
+const (
+	// ModeSocket opens a WebSocket to Slack (no public URL). The default.
+	ModeSocket = "socket"
+	// ModeEvents takes the Events API's HTTPS requests on conch's HTTP host
+	// (Register), checked with the signing secret.
+	ModeEvents = "events"
+)
+
 // Channel policies: when the bot answers in channels (DMs are always
 // answered, subject to the gateway's admission).
 const (
@@ -45,6 +54,10 @@ type Options struct {
 	// AppToken is the app-level token with connections:write (xapp-…), for
 	// Socket Mode.
 	AppToken string
+	// Mode is ModeSocket (default) or ModeEvents.
+	Mode string
+	// SigningSecret checks the Events API's requests (ModeEvents).
+	SigningSecret string
 	// APIURL is the Web API's base URL ("" = DefaultAPIURL).
 	APIURL string
 	// ChannelPolicy is ChannelMention (default), ChannelAll or ChannelDeny.
@@ -76,6 +89,9 @@ func (o *Options) setDefaults() {
 	if o.ChannelPolicy == "" {
 		o.ChannelPolicy = ChannelMention
 	}
+	if o.Mode == "" {
+		o.Mode = ModeSocket
+	}
 	if o.MaxFileBytes == 0 {
 		o.MaxFileBytes = DefaultMaxFileBytes
 	}
@@ -105,8 +121,17 @@ func (o *Options) validate() error {
 	if !strings.HasPrefix(o.BotToken, "xoxb-") {
 		errs = append(errs, errors.New("bot token: want the Bot User OAuth Token (xoxb-…)"))
 	}
-	if !strings.HasPrefix(o.AppToken, "xapp-") {
-		errs = append(errs, errors.New("app token: want an app-level token with connections:write (xapp-…)"))
+	switch o.Mode {
+	case ModeSocket:
+		if !strings.HasPrefix(o.AppToken, "xapp-") {
+			errs = append(errs, errors.New("app token: want an app-level token with connections:write (xapp-…)"))
+		}
+	case ModeEvents:
+		if o.SigningSecret == "" {
+			errs = append(errs, errors.New("signing secret: the Events API needs the app's signing secret"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("mode %q: want socket or events", o.Mode))
 	}
 	if u, err := url.Parse(o.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("api url %q: want an http(s) URL such as %s", o.APIURL, DefaultAPIURL))

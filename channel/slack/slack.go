@@ -137,7 +137,13 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	close(c.ready)
 	c.log.Info("slack connected", "team", c.team, "bot", c.me, "channel_policy", c.opts.ChannelPolicy)
 
-	err := c.receive(runCtx)
+	var err error
+	if c.opts.Mode == ModeEvents {
+		c.log.Info("slack events api", "path", EventsPath)
+		<-runCtx.Done() // the HTTP host hands events over (events.go)
+	} else {
+		err = c.receive(runCtx)
+	}
 	cancel()
 	c.mu.Lock()
 	c.stopping = true

@@ -24,12 +24,19 @@ func slackChannel(_ context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 	if err := sc.LoadSecrets(); err != nil {
 		return nil, gateway.Allowlist{}, fmt.Errorf("slack: %w", err)
 	}
+	if sc.Mode == slackch.ModeEvents && d.http == nil {
+		return nil, gateway.Allowlist{}, fmt.Errorf("slack: mode = events needs conch's HTTP host (gateway.listen) for %s", slackch.EventsPath)
+	}
 	ch, err := slackch.New(slackch.Options{
-		BotToken: sc.BotToken, AppToken: sc.AppToken, APIURL: sc.APIURL, ChannelPolicy: sc.ChannelPolicy,
+		BotToken: sc.BotToken, AppToken: sc.AppToken, Mode: sc.Mode, SigningSecret: sc.SigningSecret,
+		APIURL: sc.APIURL, ChannelPolicy: sc.ChannelPolicy,
 		MaxFileBytes: sc.MaxFileBytes, WorkingReaction: sc.WorkingReaction, Cursors: d.db, Logger: d.log,
 	})
 	if err != nil {
 		return nil, gateway.Allowlist{}, fmt.Errorf("slack: %w", err)
+	}
+	if sc.Mode == slackch.ModeEvents {
+		ch.Register(d.http.Mux)
 	}
 	return ch, gateway.NewAllowlist(sc.AllowFrom...), nil
 }
@@ -39,6 +46,11 @@ func (a *app) doctorSlack(ctx context.Context, cfg *config.Config, check func(st
 	sc := cfg.Slack
 	if err := sc.LoadSecrets(); err != nil {
 		check("slack app", err, "")
+		return
+	}
+	if sc.Mode == slackch.ModeEvents {
+		name, err := slackch.CheckApp(ctx, sc.APIURL, sc.BotToken, "")
+		check("slack app", err, name+", events at "+slackch.EventsPath)
 		return
 	}
 	name, err := slackch.CheckApp(ctx, sc.APIURL, sc.BotToken, sc.AppToken)

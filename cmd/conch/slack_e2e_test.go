@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -269,5 +270,49 @@ func TestDoctorSlack(t *testing.T) {
 	out, err := run("CONCH_SLACK_APP_TOKEN=xapp-1-revoked")
 	if err == nil || !strings.Contains(out, "✗ slack app") || !strings.Contains(out, "slack.app_token") {
 		t.Fatalf("doctor with a refused app token (err %v):\n%s", err, out)
+	}
+}
+
+// TestUpSlackEventsAPI: with slack.mode = events, Slack's signed requests
+// reach conch up's HTTP host at /slack/events: the URL is verified, a DM is
+// answered, a forged request is refused.
+func TestUpSlackEventsAPI(t *testing.T) {
+	testenv.Short(t)
+	llm := fakellm.New(t)
+	sl := slackfake.Start(t)
+	alice := sl.Person("U0ALICE", "alice")
+	const secret = "e2e-signing-secret-0123456789"
+	env := append(slackEnv(t, llm, sl, t.TempDir(), "U0ALICE"), "CONCH_SLACK_MODE=events", "CONCH_SLACK_SIGNING_SECRET="+secret,
+		"CONCH_SLACK_APP_TOKEN=")
+	var addr string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CONCH_GATEWAY_LISTEN="); ok {
+			addr = v
+		}
+	}
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "slack events api")
+	url := "http://" + addr + "/slack/events"
+	deadline := time.Now().Add(30 * time.Second)
+	for err := sl.VerifyURL(url, secret); err != nil; err = sl.VerifyURL(url, secret) {
+		if time.Now().After(deadline) {
+			t.Fatalf("url verification: %v; stderr:\n%s", err, p.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sl.DeliverEvents(url, secret)
+	llm.Push(fakellm.Text("Over HTTPS."))
+	dm := sl.DM(alice)
+	sl.Post(alice, dm, "hello via events")
+	if msgs := sl.WaitMessages(t, dm, "", 1, 30*time.Second); msgs[0].Text != "Over HTTPS." {
+		t.Fatalf("reply %+v", msgs[0])
+	}
+	resp, err := http.DefaultClient.Do(slackfake.SignedRequest(url, "wrong-secret", time.Now(), []byte(`{"type":"event_callback"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged request: HTTP %d", resp.StatusCode)
 	}
 }

@@ -241,7 +241,7 @@ func configSecrets(cfg *config.Config) []string {
 		cfg.Model.APIKey, cfg.Coder.APIKey,
 		cfg.Search.TavilyAPIKey, cfg.Search.BraveAPIKey,
 		tg.BotToken,
-		sl.BotToken, sl.AppToken, dc.BotToken,
+		sl.BotToken, sl.AppToken, sl.SigningSecret, dc.BotToken,
 		m.AccessToken, m.Password, m.PickleKey,
 		e.IMAPPassword, e.SMTPPassword,
 	}

@@ -157,10 +157,15 @@ type Server struct {
 	ignoreAcks bool
 	ackTimeout time.Duration
 	closed     bool
-	acks       []string
-	opened     int
-	clock      int64
-	nextID     int
+	// Events API delivery (DeliverEvents).
+	eventsURL     string
+	signingSecret string
+	eventsQueue   chan *envelope
+	eventPosts    []int
+	acks          []string
+	opened        int
+	clock         int64
+	nextID        int
 }
 
 // Start runs a server for the test; it stops when the test ends.

@@ -113,8 +113,10 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	hello.ConnectionInfo.AppID = s.AppID
 	_ = conn.send(hello)
 	// Envelopes never acknowledged are delivered again on a new connection.
-	for _, e := range s.envelopes {
-		s.deliverLocked(e, conn, "timeout")
+	if s.eventsURL == "" {
+		for _, e := range s.envelopes {
+			s.deliverLocked(e, conn, "timeout")
+		}
 	}
 	s.notifyLocked()
 	s.mu.Unlock()
@@ -181,6 +183,11 @@ func (s *Server) dropConn(conn *wsConn) {
 func (s *Server) enqueueLocked(payload []byte) {
 	e := &envelope{ID: randomHex(8) + "-" + randomHex(4) + "-" + randomHex(4), Payload: payload}
 	s.envelopes = append(s.envelopes, e)
+	if s.eventsURL != "" {
+		e.sentAt = time.Now()
+		s.eventsQueue <- e
+		return
+	}
 	var conn *wsConn
 	if n := len(s.conns); n > 0 {
 		conn = s.conns[n-1]
@@ -214,6 +221,10 @@ func (s *Server) redeliverLoop() {
 		if s.closed {
 			s.mu.Unlock()
 			return
+		}
+		if s.eventsURL != "" {
+			s.mu.Unlock()
+			continue
 		}
 		for _, e := range s.envelopes {
 			if !e.acked && conn != nil && !e.sentAt.IsZero() && time.Since(e.sentAt) > s.ackTimeout {
