@@ -39,7 +39,7 @@ func CheckBot(ctx context.Context, apiURL, token string) (string, error) {
 	me, err := dg.User("@me", discordgo.WithContext(ctx))
 	if err = classify("GET /users/@me", err); err != nil {
 		if statusOf(err) == http.StatusUnauthorized {
-			return "", fmt.Errorf("Discord refused discord.bot_token (%v): reset the token in the Developer Portal and copy it again", err)
+			return "", fmt.Errorf("the token was refused: discord.bot_token (%v); reset the token in the Developer Portal and copy it again", err)
 		}
 		return "", fmt.Errorf("cannot reach Discord: %s", describe(err))
 	}

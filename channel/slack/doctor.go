@@ -34,7 +34,7 @@ func CheckApp(ctx context.Context, apiURL, botToken, appToken string) (string, e
 	r, err := api.AuthTestContext(ctx)
 	if err = classify("auth.test", err); err != nil {
 		if isAuth(err) {
-			return "", fmt.Errorf("Slack refused slack.bot_token (%v): copy the Bot User OAuth Token again", err)
+			return "", fmt.Errorf("slack.bot_token was refused (%v): copy the Bot User OAuth Token again", err)
 		}
 		return "", fmt.Errorf("cannot reach Slack at %s: %s", apiURL, describe(err))
 	}
@@ -44,7 +44,7 @@ func CheckApp(ctx context.Context, apiURL, botToken, appToken string) (string, e
 	if _, _, err := api.StartSocketModeContext(ctx); err != nil {
 		err = classify("apps.connections.open", err)
 		if isAuth(err) {
-			return "", fmt.Errorf("Slack refused slack.app_token (%v): it needs the connections:write scope, and Socket Mode must be on", err)
+			return "", fmt.Errorf("slack.app_token was refused (%v): it needs the connections:write scope, and Socket Mode must be on", err)
 		}
 		return "", fmt.Errorf("socket mode: %s", describe(err))
 	}

@@ -53,11 +53,6 @@ func (c *Channel) Send(ctx context.Context, out conch.Outbound) error {
 	if out.Text == "" {
 		return errors.New("slack send: empty text")
 	}
-	if out.Kind == conch.OutboundReply {
-		c.mu.Lock()
-		delete(c.progress, out.Key)
-		c.mu.Unlock()
-	}
 	_, err = c.sendText(ctx, channel, thread, c.render.messages(out.Text, maxMessageLen))
 	c.noteSend(err)
 	return err
@@ -127,11 +122,6 @@ func (c *Channel) SendEditable(ctx context.Context, out conch.Outbound) (conch.M
 	c.noteSend(err)
 	if err != nil {
 		return conch.MessageRef{}, err
-	}
-	if out.Kind == conch.OutboundProgress {
-		c.mu.Lock()
-		c.progress[out.Key] = ts
-		c.mu.Unlock()
 	}
 	return conch.MessageRef{Key: out.Key, ID: ts}, nil
 }

@@ -39,23 +39,19 @@ type Channel struct {
 	render *renderer
 
 	// Set by Run before ready is closed; read-only afterwards.
-	handler  conch.Handler
-	team     string
-	me       string // the bot's user id
-	botID    string
-	ready    chan struct{}
-	lifetime context.Context
-	bg       sync.WaitGroup
+	handler conch.Handler
+	team    string
+	me      string // the bot's user id
+	botID   string
+	ready   chan struct{}
 
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	threads  map[string]bool // thread cursors known to be set
-	names    map[string]string
-	pending  map[conch.ConversationKey][]msgRef // handed over, turn not yet run
-	working  map[conch.ConversationKey]msgRef   // carries the working reaction
-	progress map[conch.ConversationKey]string   // ts of the turn's progress message
-	health   health
+	mu      sync.Mutex
+	started bool
+	threads map[string]bool // thread cursors known to be set
+	names   map[string]string
+	pending map[conch.ConversationKey][]msgRef // handed over, turn not yet run
+	working map[conch.ConversationKey]msgRef   // carries the working reaction
+	health  health
 }
 
 // msgRef is one Slack message.
@@ -87,15 +83,14 @@ func New(opts Options) (*Channel, error) {
 		return nil, err
 	}
 	c := &Channel{
-		opts:     opts,
-		log:      opts.Logger.With("channel", "slack"),
-		render:   newRenderer(),
-		ready:    make(chan struct{}),
-		threads:  map[string]bool{},
-		names:    map[string]string{},
-		pending:  map[conch.ConversationKey][]msgRef{},
-		working:  map[conch.ConversationKey]msgRef{},
-		progress: map[conch.ConversationKey]string{},
+		opts:    opts,
+		log:     opts.Logger.With("channel", "slack"),
+		render:  newRenderer(),
+		ready:   make(chan struct{}),
+		threads: map[string]bool{},
+		names:   map[string]string{},
+		pending: map[conch.ConversationKey][]msgRef{},
+		working: map[conch.ConversationKey]msgRef{},
 	}
 	c.api = slack.New(opts.BotToken, slack.OptionAPIURL(opts.APIURL), slack.OptionAppLevelToken(opts.AppToken),
 		slack.OptionHTTPClient(opts.HTTPClient))
@@ -125,7 +120,6 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	c.handler = h
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.lifetime = runCtx
 	c.mu.Unlock()
 
 	if err := c.authTest(runCtx); err != nil {
@@ -144,11 +138,6 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	} else {
 		err = c.receive(runCtx)
 	}
-	cancel()
-	c.mu.Lock()
-	c.stopping = true
-	c.mu.Unlock()
-	c.bg.Wait()
 	return err
 }
 
@@ -244,21 +233,6 @@ func (c *Channel) consume(ctx context.Context, sm *socketmode.Client) error {
 			c.log.Debug("slack: unreadable socket message", "data", ev.Data)
 		}
 	}
-}
-
-// goBackground runs f on Run's lifetime unless Run is ending.
-func (c *Channel) goBackground(f func(ctx context.Context)) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopping || c.lifetime == nil {
-		return false
-	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		f(c.lifetime)
-	}()
-	return true
 }
 
 func (c *Channel) noteConn(err error) {

@@ -218,8 +218,6 @@ func (s *Server) usersInfo(p map[string]string) (result, string) {
 		"is_bot": u.IsBot, "profile": map[string]any{"real_name": u.Real, "display_name": u.Name}}}, ""
 }
 
-func isTrue(v string) bool { return v == "true" || v == "1" }
-
 func (s *Server) postMessage(p map[string]string) (result, string) {
 	ch, ok := s.channels[p["channel"]]
 	if !ok {
