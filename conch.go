@@ -19,6 +19,8 @@ const (
 	ChannelMatrix   ChannelName = "matrix"
 	ChannelEmail    ChannelName = "email"
 	ChannelTelegram ChannelName = "telegram"
+	ChannelSlack    ChannelName = "slack"
+	ChannelDiscord  ChannelName = "discord"
 	ChannelWeb      ChannelName = "web"
 	ChannelCLI      ChannelName = "cli"
 )

@@ -50,6 +50,8 @@ type Config struct {
 	Prices map[string]PriceConfig `toml:"prices" env:"-"`
 
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
+	Slack    SlackConfig    `toml:"slack" envPrefix:"SLACK_"`
+	Discord  DiscordConfig  `toml:"discord" envPrefix:"DISCORD_"`
 	// Schedule and Hooks: see schedule.go.
 	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
 	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
@@ -384,6 +386,8 @@ func (c *Config) Validate() error {
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
 	ps = append(ps, c.Telegram.validate()...)
+	ps = append(ps, c.Slack.validate()...)
+	ps = append(ps, c.Discord.validate()...)
 	ps = append(ps, c.validateWeb()...)
 	ps = append(ps, c.validateWebChat()...)
 	ps = append(ps, c.Email.validate()...)

@@ -71,6 +71,12 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.Telegram.Enabled() {
 		a.doctorTelegram(ctx, cfg, check)
 	}
+	if cfg.Slack.Enabled() {
+		a.doctorSlack(ctx, cfg, check)
+	}
+	if cfg.Discord.Enabled() {
+		a.doctorDiscord(ctx, cfg, check)
+	}
 	if cfg.Email.Enabled() {
 		a.doctorEmail(ctx, cfg, check)
 	}

@@ -130,4 +130,4 @@ func (a *app) channels(ctx context.Context, d *deps) ([]conch.Channel, map[conch
 type channelBuilder func(ctx context.Context, a *app, d *deps) (conch.Channel, gateway.Allowlist, error)
 
 // channelBuilders lists the channels conch up can run, in start order.
-var channelBuilders = []channelBuilder{matrixChannel, telegramChannel, emailChannel, webChannel}
+var channelBuilders = []channelBuilder{matrixChannel, telegramChannel, emailChannel, webChannel, slackChannel, discordChannel}

@@ -308,14 +308,17 @@ func newAgent(d *deps) (*agent.Agent, error) {
 // are read here too (from copies: the channels read their own, and report a
 // file that cannot be read).
 func configSecrets(cfg *config.Config) []string {
-	m, e, tg := cfg.Matrix, cfg.Email, cfg.Telegram
+	m, e, tg, sl, dc := cfg.Matrix, cfg.Email, cfg.Telegram, cfg.Slack, cfg.Discord
 	_ = m.LoadSecrets()
 	_ = e.LoadSecrets()
 	_ = tg.LoadSecrets()
+	_ = sl.LoadSecrets()
+	_ = dc.LoadSecrets()
 	secrets := []string{
 		cfg.Model.APIKey, cfg.Coder.APIKey,
 		cfg.Search.TavilyAPIKey, cfg.Search.BraveAPIKey,
 		tg.BotToken,
+		sl.BotToken, sl.AppToken, sl.SigningSecret, dc.BotToken,
 		m.AccessToken, m.Password, m.PickleKey,
 		e.IMAPPassword, e.SMTPPassword,
 	}
@@ -563,6 +566,8 @@ func policies(cfg *config.Config) map[conch.ChannelName]gateway.Policy {
 	for ch, v := range map[conch.ChannelName]string{
 		conch.ChannelMatrix:   cfg.Matrix.DMPolicy,
 		conch.ChannelTelegram: cfg.Telegram.DMPolicy,
+		conch.ChannelSlack:    cfg.Slack.DMPolicy,
+		conch.ChannelDiscord:  cfg.Discord.DMPolicy,
 	} {
 		if v != "" {
 			ps[ch] = gateway.Policy(v)

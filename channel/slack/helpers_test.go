@@ -1,0 +1,138 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"conch"
+	"conch/internal/backoff"
+	slackfake "conch/internal/testenv/slack"
+)
+
+// cursors is an in-memory conch.CursorStore.
+type cursors struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func newCursors() *cursors { return &cursors{m: map[string]string{}} }
+
+func (c *cursors) Cursor(_ context.Context, name string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[name], nil
+}
+
+func (c *cursors) SetCursor(_ context.Context, name, value string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[name] = value
+	return nil
+}
+
+var _ conch.CursorStore = (*cursors)(nil)
+
+// handler records what the channel hands over, refusing a second copy of
+// a message by its external id as the store does; fail makes the next
+// calls fail.
+type handler struct {
+	mu    sync.Mutex
+	in    []conch.Inbound
+	seen  map[string]bool
+	fail  int
+	calls int
+}
+
+func newHandler() *handler { return &handler{seen: map[string]bool{}} }
+
+var _ conch.Handler = (*handler)(nil)
+
+func (h *handler) HandleInbound(_ context.Context, in conch.Inbound) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	if h.fail > 0 {
+		h.fail--
+		return errors.New("store unavailable")
+	}
+	if h.seen[in.ExternalID] {
+		return nil
+	}
+	h.seen[in.ExternalID] = true
+	h.in = append(h.in, in)
+	return nil
+}
+
+func (h *handler) Admits(context.Context, conch.ChannelName, ...conch.UserID) bool { return true }
+
+func (h *handler) ConversationClosed(context.Context, conch.ConversationKey) error { return nil }
+
+func (h *handler) inbound() []conch.Inbound {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]conch.Inbound(nil), h.in...)
+}
+
+// waitInbound waits until n messages were handed over.
+func (h *handler) waitInbound(t *testing.T, n int) []conch.Inbound {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if in := h.inbound(); len(in) >= n {
+			return in
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%d message(s) handed over, want %d: %+v", len(h.inbound()), n, h.inbound())
+	return nil
+}
+
+// env is a channel running against the fake.
+type env struct {
+	srv     *slackfake.Server
+	ch      *Channel
+	h       *handler
+	cursors *cursors
+	stop    func()
+}
+
+func opts(srv *slackfake.Server, cs *cursors) Options {
+	return Options{BotToken: srv.BotToken, AppToken: srv.AppToken, APIURL: srv.APIURL(), Cursors: cs,
+		Backoff: backoff.Policy{Base: 10 * time.Millisecond, Cap: 100 * time.Millisecond}}
+}
+
+// start runs a channel against srv until the test ends (or stop).
+func start(t *testing.T, srv *slackfake.Server, cs *cursors, mod ...func(*Options)) *env {
+	t.Helper()
+	o := opts(srv, cs)
+	for _, m := range mod {
+		m(&o)
+	}
+	ch, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{srv: srv, ch: ch, h: newHandler(), cursors: cs}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ch.Run(ctx, e.h) }()
+	var once sync.Once
+	e.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(e.stop)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := srv.Wait(wctx, func() bool { open, _ := srv.Connections(); return open > 0 }); err != nil {
+		t.Fatal("the channel never opened a socket")
+	}
+	return e
+}
