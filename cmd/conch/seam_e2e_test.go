@@ -455,3 +455,95 @@ func TestUpWatchWakesTheConversation(t *testing.T) {
 		t.Fatalf("the fifth request answers %q, want the watch's wake", got)
 	}
 }
+
+// TestUpStopAndResetThroughTheStore: /stop ends a running turn (the model
+// hangs) and the conversation goes on; /reset forgets it, and the next
+// request holds nothing from before. Through `conch up`, the web chat and
+// the SQLite store.
+func TestUpStopAndResetThroughTheStore(t *testing.T) {
+	testenv.Short(t)
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), "CONCH_GATEWAY_LISTEN="+addr)
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "Web chat: open http://"+addr+"/login?token=")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wc := webLogin(t, env, "http://"+addr)
+	conn := wc.socket(t, ctx, wc.newConversation(t))
+	n := 0
+	send := func(text string) {
+		n++
+		f, _ := json.Marshal(map[string]string{"type": "send", "id": fmt.Sprint("m", n), "text": text})
+		if err := conn.Write(ctx, websocket.MessageText, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// next returns the next event whose data has a non-empty text or status.
+	type got struct{ typ, text, status, reason string }
+	next := func(want func(got) bool) got {
+		t.Helper()
+		for {
+			_, data, err := conn.Read(ctx)
+			if err != nil {
+				t.Fatalf("read: %v; stderr:\n%s", err, p.stderr)
+			}
+			var f struct {
+				Type  string `json:"type"`
+				Event *struct {
+					Type string `json:"type"`
+					Data struct {
+						Role, Text, Status, Reason string
+					} `json:"data"`
+				} `json:"event"`
+			}
+			if json.Unmarshal(data, &f) != nil || f.Event == nil {
+				continue
+			}
+			g := got{f.Event.Type, f.Event.Data.Text, f.Event.Data.Status, f.Event.Data.Reason}
+			if want(g) {
+				return g
+			}
+		}
+	}
+	srv.Push(fakellm.Hang(), fakellm.Text("fresh answer"), fakellm.Text("after the reset"))
+	send("think forever")
+	next(func(g got) bool { return g.typ == "turn" && g.status == "running" })
+	if err := srv.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	send("/stop")
+	// The notice and the turn's end come in either order.
+	var notice, stopped got
+	next(func(g got) bool {
+		switch {
+		case g.typ == "notice":
+			notice = g
+		case g.typ == "turn" && g.status == "stopped":
+			stopped = g
+		}
+		return notice.typ != "" && stopped.typ != ""
+	})
+	if notice.text != "Stopped." || stopped.reason != "stopped_by_user" {
+		t.Fatalf("/stop answered %q, the turn stopped with %q", notice.text, stopped.reason)
+	}
+	send("hello again")
+	if g := next(func(g got) bool { return g.typ == "message" && g.text != "hello again" }); g.text != "fresh answer" {
+		t.Fatalf("after /stop: %q", g.text)
+	}
+	send("/reset")
+	if g := next(func(g got) bool { return g.typ == "notice" }); !strings.HasPrefix(g.text, "Conversation reset") {
+		t.Fatalf("/reset answered %q", g.text)
+	}
+	send("new topic")
+	if g := next(func(g got) bool { return g.typ == "message" && g.text != "new topic" }); g.text != "after the reset" {
+		t.Fatalf("after /reset: %q", g.text)
+	}
+	last, _ := srv.Last()
+	for _, m := range last.Messages {
+		if strings.Contains(m.Text, "hello again") || strings.Contains(m.Text, "think forever") {
+			t.Fatalf("the request after /reset still holds %q", m.Text)
+		}
+	}
+}
