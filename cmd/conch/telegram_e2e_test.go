@@ -49,7 +49,7 @@ func TestUpTelegramEndToEnd(t *testing.T) {
 	if m := msgs[0]; m.Text != "Here is bold news." || m.ParseMode != "HTML" || len(m.Entities) != 1 || m.Entities[0].Type != "bold" || m.Silent {
 		t.Fatalf("reply %+v; stderr:\n%s", m, p.stderr)
 	}
-	if len(tg.Commands()) != 4 {
+	if len(tg.Commands()) != 5 {
 		t.Fatalf("commands %v", tg.Commands())
 	}
 	var typing bool
