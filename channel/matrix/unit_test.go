@@ -38,7 +38,6 @@ func TestMessagesStayUnderEventLimit(t *testing.T) {
 	}
 }
 
-
 type mapCursors map[string]string
 
 func (m mapCursors) Cursor(_ context.Context, n string) (string, error) { return m[n], nil }
