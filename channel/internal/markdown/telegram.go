@@ -21,7 +21,7 @@ const TelegramMaxText = 4096
 // Everything else (headings, lists, tables, raw HTML) becomes text in those
 // terms. Blocks that render to nothing are left out.
 func (d *Doc) Telegram() []string {
-	w := &htmlWriter{src: d.src}
+	w := &telegramWriter{src: d.src}
 	var out []string
 	for n := d.root.FirstChild(); n != nil; n = n.NextSibling() {
 		if s := strings.Trim(w.block(n, 0, false), "\n"); s != "" {
@@ -37,7 +37,8 @@ func TelegramEscape(s string) string { return escapeText(s) }
 // TelegramLinkable reports whether Telegram accepts u as a link target.
 func TelegramLinkable(u string) bool { return safeURL(u) }
 
-type htmlWriter struct {
+// telegramWriter writes Telegram HTML from the syntax tree.
+type telegramWriter struct {
 	src []byte
 }
 
@@ -64,7 +65,7 @@ func safeURL(u string) bool {
 	return false
 }
 
-func (w *htmlWriter) lines(n ast.Node) string {
+func (w *telegramWriter) lines(n ast.Node) string {
 	var b strings.Builder
 	l := n.Lines()
 	for i := 0; i < l.Len(); i++ {
@@ -76,7 +77,7 @@ func (w *htmlWriter) lines(n ast.Node) string {
 
 // block renders one block node. depth is the list nesting; quoted is set
 // inside a blockquote (Telegram does not nest quotes).
-func (w *htmlWriter) block(n ast.Node, depth int, quoted bool) string {
+func (w *telegramWriter) block(n ast.Node, depth int, quoted bool) string {
 	switch n := n.(type) {
 	case *ast.Paragraph, *ast.TextBlock:
 		return w.inline(n)
@@ -155,7 +156,7 @@ func isLanguage(s string) bool {
 }
 
 // table renders a GFM table as monospaced text.
-func (w *htmlWriter) table(t *east.Table) string {
+func (w *telegramWriter) table(t *east.Table) string {
 	var rows [][]string
 	for r := t.FirstChild(); r != nil; r = r.NextSibling() {
 		var cells []string
@@ -199,7 +200,7 @@ func (w *htmlWriter) table(t *east.Table) string {
 }
 
 // inline renders the inline children of n.
-func (w *htmlWriter) inline(n ast.Node) string {
+func (w *telegramWriter) inline(n ast.Node) string {
 	var b strings.Builder
 	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 		w.inlineNode(&b, c)
@@ -207,7 +208,7 @@ func (w *htmlWriter) inline(n ast.Node) string {
 	return b.String()
 }
 
-func (w *htmlWriter) inlineNode(b *strings.Builder, n ast.Node) {
+func (w *telegramWriter) inlineNode(b *strings.Builder, n ast.Node) {
 	switch n := n.(type) {
 	case *ast.Text:
 		b.WriteString(escapeText(string(n.Segment.Value(w.src))))
