@@ -62,7 +62,7 @@ FUZZ_TARGETS = \
 	./channel/email:FuzzParseMail ./channel/email:FuzzTrimReply ./channel/email:FuzzReplyHTML \
 	./channel/telegram:FuzzUpdate ./channel/telegram:FuzzUTF16Slice ./channel/telegram:FuzzFormat \
 	./channel/matrix:FuzzEvent ./channel/matrix:FuzzMention ./channel/matrix:FuzzSplitMarkdown ./channel/matrix:FuzzHTML \
-	./channel/web:FuzzChatFrame ./channel/web:FuzzRender \
+	./channel/web:FuzzChatFrame ./channel/web:FuzzRender ./channel/internal/markdown:FuzzTargets \
 	./tool:FuzzSplitCommand ./skill:FuzzParse ./config:FuzzLoad
 
 fuzz:

@@ -34,6 +34,8 @@ func TestAllowlistRule(t *testing.T) {
 		{"12345", true},   // a Telegram user id
 		{"123456", false},
 		{"@corp.example", true},
+		{"a@b@corp.example", true},            // a quoted local part with an @ ("a@b"@corp.example): the domain follows the last @
+		{"dave@corp.example@evil.org", false}, // … so this one is at evil.org
 		{"", false},
 	} {
 		if got := al.Allows(tc.id); got != tc.want {

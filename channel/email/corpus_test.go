@@ -42,10 +42,35 @@ var _ conch.CursorStore = (*memCursors)(nil)
 func testOptions() Options {
 	return Options{
 		Address: "conch@example.org", IMAPAddr: "127.0.0.1:1", IMAPUsername: "conch", IMAPPassword: "pw",
-		SMTPAddr: "127.0.0.1:2", AllowFrom: []string{"alice@example.org", "@friends.example"},
-		Cursors: &memCursors{},
+		SMTPAddr: "127.0.0.1:2", Cursors: &memCursors{},
 	}
 }
+
+// admits stands in for the gateway's admission (gateway.Allowlist, whose
+// own tests hold the rule): addresses, @domain entries matched against the
+// domain after an address's last @, and "*".
+type admits []string
+
+func (a admits) Admits(_ context.Context, ch conch.ChannelName, ids ...conch.UserID) bool {
+	if ch != conch.ChannelEmail {
+		return false
+	}
+	for _, id := range ids {
+		addr := strings.ToLower(string(id))
+		for _, e := range a {
+			if e == "*" || e == addr {
+				return true
+			}
+			if i := strings.LastIndexByte(addr, '@'); i > 0 && strings.HasPrefix(e, "@") && addr[i:] == e {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// testAdmits is who the tests' gateway admits unless a test says otherwise.
+var testAdmits = admits{"alice@example.org", "@friends.example"}
 
 func newTestChannel(t *testing.T, mod func(*Options)) *Channel {
 	t.Helper()
@@ -125,7 +150,8 @@ func TestCorpus(t *testing.T) {
 		name    string
 		raw     []byte
 		opts    func(*Options)
-		maxMsg  int64 // when set, the mail counts as over MaxMessageBytes (header only)
+		admit   admits // who the gateway admits; testAdmits when nil
+		maxMsg  int64  // when set, the mail counts as over MaxMessageBytes (header only)
 		wantOK  bool
 		text    []string // substrings of Inbound.Text
 		notText []string
@@ -206,12 +232,12 @@ func TestCorpus(t *testing.T) {
 	}, {
 		name:   "a bounce from MAILER-DAEMON is not answered",
 		raw:    rawMail(std("MAILER-DAEMON@example.org", "Undelivered Mail Returned to Sender", "d1@example.org"), "bounce\n"),
-		opts:   func(o *Options) { o.AllowFrom = []string{"*"} },
+		admit:  admits{"*"},
 		wantOK: false,
 	}, {
 		name:   "our own address is not answered",
 		raw:    rawMail(std("Conch <CONCH@example.org>", "Re: loop", "own1@example.org"), "my own reply\n"),
-		opts:   func(o *Options) { o.AllowFrom = []string{"*"} },
+		admit:  admits{"*"},
 		wantOK: false,
 	}, {
 		name:   "unknown sender is dropped",
@@ -221,6 +247,11 @@ func TestCorpus(t *testing.T) {
 		name:   "an @domain entry allows the whole domain",
 		raw:    rawMail(std("bob@friends.example", "hi", "f1@friends.example"), "from a friend\n"),
 		wantOK: true, text: []string{"from a friend"},
+	}, {
+		name: "a quoted local part with an @: admission and DMARC read the domain after the last @",
+		raw: rawMail(std(`"a@b"@friends.example`, "hi", "q1@friends.example",
+			"Authentication-Results: mx.example.org; dmarc=pass header.from=friends.example"), "quoted\n"),
+		opts: authOpts, wantOK: true, text: []string{"quoted"},
 	}, {
 		name: "spoofed From: dmarc=fail at the trusted server is dropped",
 		raw: rawMail(std("alice@example.org", "wire money", "s1@evil.example",
@@ -332,11 +363,15 @@ func TestCorpus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestChannel(t, tt.opts)
+			adm := testAdmits
+			if tt.admit != nil {
+				adm = tt.admit
+			}
 			md := mailData{header: headerOf(tt.raw), raw: tt.raw, size: int64(len(tt.raw))}
 			if tt.maxMsg > 0 {
 				md.raw, md.size = nil, tt.maxMsg+1
 			}
-			in, ok, err := c.read(context.Background(), md)
+			in, ok, err := c.read(context.Background(), adm, md)
 			if err != nil {
 				t.Fatalf("read: %v", err)
 			}
@@ -385,7 +420,7 @@ func TestRateLimitPerSender(t *testing.T) {
 	})
 	send := func(from string, n int) bool {
 		raw := rawMail(std(from, "hi", fmt.Sprintf("rl%d-%s", n, from)), "hi\n")
-		_, ok, err := c.read(context.Background(), mailData{header: headerOf(raw), raw: raw})
+		_, ok, err := c.read(context.Background(), testAdmits, mailData{header: headerOf(raw), raw: raw})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +450,7 @@ func TestThreadFollowsOurReply(t *testing.T) {
 	}
 	// A client that kept only In-Reply-To (our reply's id).
 	raw := rawMail(std("alice@example.org", "Re: x", "n1@example.org", "In-Reply-To: <conch.abc@example.org>"), "more\n")
-	in, ok, err := c.read(ctx, mailData{header: headerOf(raw), raw: raw})
+	in, ok, err := c.read(ctx, testAdmits, mailData{header: headerOf(raw), raw: raw})
 	if err != nil || !ok {
 		t.Fatalf("read: ok %v err %v", ok, err)
 	}
@@ -424,7 +459,7 @@ func TestThreadFollowsOurReply(t *testing.T) {
 	}
 	// Someone else answering our reply does not enter Alice's conversation.
 	raw = rawMail(std("bob@friends.example", "Re: x", "n2@friends.example", "In-Reply-To: <conch.abc@example.org>"), "me too\n")
-	in, _, _ = c.read(ctx, mailData{header: headerOf(raw), raw: raw})
+	in, _, _ = c.read(ctx, testAdmits, mailData{header: headerOf(raw), raw: raw})
 	if in.Key == key {
 		t.Errorf("bob's reply joined alice's conversation %v", key)
 	}

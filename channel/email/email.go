@@ -25,11 +25,10 @@ import (
 
 // Channel is the email channel adapter.
 type Channel struct {
-	opts  Options
-	log   *slog.Logger
-	allow allowlist
-	rate  *rateLimiter
-	rend  *renderer
+	opts Options
+	log  *slog.Logger
+	rate *rateLimiter
+	rend *renderer
 
 	mu      sync.Mutex
 	started bool
@@ -61,20 +60,15 @@ func New(opts Options) (*Channel, error) {
 		return nil, err
 	}
 	return &Channel{
-		opts:  opts,
-		log:   opts.Logger.With("channel", "email"),
-		allow: newAllowlist(opts.AllowFrom),
-		rate:  newRateLimiter(opts.MaxPerHour, time.Hour),
-		rend:  newRenderer(),
+		opts: opts,
+		log:  opts.Logger.With("channel", "email"),
+		rate: newRateLimiter(opts.MaxPerHour, time.Hour),
+		rend: newRenderer(),
 	}, nil
 }
 
 // Name implements conch.Channel.
 func (c *Channel) Name() conch.ChannelName { return conch.ChannelEmail }
-
-// AllowsDomains reports whether the allowlist has @domain entries, which
-// the channel checks itself (see cmd/conch).
-func (c *Channel) AllowsDomains() bool { return c.allow.hasDomains() }
 
 // Run watches the mailbox until ctx is done (then it returns nil). It
 // reconnects with backoff after any failure, forever once it was connected;
@@ -92,9 +86,6 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	}
 	c.started = true
 	c.mu.Unlock()
-	if len(c.opts.AllowFrom) == 0 {
-		c.log.Warn("email.allow_from is empty: every mail will be dropped")
-	}
 	everConnected := false
 	failures := 0
 	for {

@@ -18,10 +18,11 @@ const (
 	// dropLoop: our own mail, an automatic message, a list, a bounce:
 	// answering could start a mail loop. Logged at info.
 	dropLoop
-	// dropUnknown: the sender is not allowed. Dropped silently (debug log).
+	// dropUnknown: the gateway's admission refuses the sender. Dropped
+	// silently (debug log).
 	dropUnknown
-	// dropSpoofed: an allowed address without the trusted server's DMARC
-	// pass. Logged as a warning.
+	// dropSpoofed: an admitted address without the trusted server's DMARC
+	// pass for its domain. Logged as a warning.
 	dropSpoofed
 	// dropRate: the sender went over the hourly limit. Logged as a warning.
 	dropRate
@@ -82,42 +83,6 @@ func automatic(h message.Header, from, own string) string {
 	return ""
 }
 
-// allowlist matches addresses, @domain entries and "*".
-type allowlist struct {
-	all     bool
-	addrs   map[string]bool
-	domains map[string]bool
-}
-
-func newAllowlist(entries []string) allowlist {
-	a := allowlist{addrs: map[string]bool{}, domains: map[string]bool{}}
-	for _, e := range entries {
-		e = strings.ToLower(strings.TrimSpace(e))
-		switch {
-		case e == "":
-		case e == "*":
-			a.all = true
-		case strings.HasPrefix(e, "@"):
-			a.domains[e[1:]] = true
-		default:
-			a.addrs[e] = true
-		}
-	}
-	return a
-}
-
-func (a allowlist) allows(addr string) bool {
-	addr = strings.ToLower(addr)
-	if a.all || a.addrs[addr] {
-		return true
-	}
-	_, dom, ok := strings.Cut(addr, "@")
-	return ok && a.domains[dom]
-}
-
-// hasDomains reports whether any entry is an @domain.
-func (a allowlist) hasDomains() bool { return len(a.domains) > 0 }
-
 // authenticated checks the Authentication-Results of the trusted server
 // (authserv-id trusted) for the From domain: a DMARC pass, or failing a
 // DMARC result, a DKIM pass for a d= aligned with From, or an SPF pass for
@@ -166,9 +131,11 @@ func authenticated(h message.Header, trusted, fromDomain string) string {
 	return "no Authentication-Results from " + trusted
 }
 
+// domainOf is the domain of an address: the part after its last @ (a
+// quoted local part may hold an @), as admission reads it.
 func domainOf(s string) string {
-	if _, d, ok := strings.Cut(s, "@"); ok {
-		return d
+	if i := strings.LastIndexByte(s, '@'); i >= 0 {
+		return s[i+1:]
 	}
 	return s
 }

@@ -352,7 +352,7 @@ func (s *session) handle(ctx context.Context, uid imap.UID) error {
 			return err
 		}
 	}
-	in, ok, err := s.c.read(ctx, mailData{header: header, raw: raw, size: meta.RFC822Size, uid: uint32(uid), validity: s.validity})
+	in, ok, err := s.c.read(ctx, s.h, mailData{header: header, raw: raw, size: meta.RFC822Size, uid: uint32(uid), validity: s.validity})
 	if err != nil {
 		return err
 	}

@@ -34,11 +34,17 @@ var commandRE = regexp.MustCompile(`^/(stop|reset|status|usage|help)(\s.*)?$`)
 // recent ones (RFC 5322 allows trimming the middle).
 const maxReferences = 20
 
+// admitter is the part of conch.Handler read asks: whether the gateway's
+// admission (its allowlist, the one rule for every channel) lets a sender in.
+type admitter interface {
+	Admits(ctx context.Context, ch conch.ChannelName, ids ...conch.UserID) bool
+}
+
 // read turns a fetched mail into an Inbound. ok = false means the mail is
-// not for the gateway (automatic, unknown or spoofed sender, over the rate
-// limit, unreadable): it is logged and acknowledged. An error means it must
-// be tried again.
-func (c *Channel) read(ctx context.Context, m mailData) (conch.Inbound, bool, error) {
+// not for the gateway (automatic, not admitted or spoofed sender, over the
+// rate limit, unreadable): it is logged and acknowledged. An error means it
+// must be tried again.
+func (c *Channel) read(ctx context.Context, adm admitter, m mailData) (conch.Inbound, bool, error) {
 	log := c.log.With("uid", m.uid)
 	var p parsed
 	var err error
@@ -57,10 +63,10 @@ func (c *Channel) read(ctx context.Context, m mailData) (conch.Inbound, bool, er
 		return conch.Inbound{}, false, nil
 	}
 	log = log.With("from", p.From.Address, "message_id", p.MessageID)
-	switch v, why := c.decide(p); v {
+	switch v, why := c.decide(ctx, adm, p); v {
 	case accept:
 	case dropUnknown:
-		log.Debug("email: mail from a sender not on the allowlist dropped")
+		log.Debug("email: mail from a sender the gateway does not admit dropped")
 		return conch.Inbound{}, false, nil
 	case dropSpoofed:
 		log.Warn("email: mail claiming an allowed sender dropped: not authenticated", "reason", why)
@@ -99,13 +105,14 @@ func (c *Channel) read(ctx context.Context, m mailData) (conch.Inbound, bool, er
 	return in, true, nil
 }
 
-// decide applies loop protection, the allowlist, sender authentication and
-// the rate limit, in that order.
-func (c *Channel) decide(p parsed) (verdict, string) {
+// decide applies loop protection, the gateway's admission, sender
+// authentication (is the From domain's DMARC pass there) and the rate
+// limit, in that order: a forged From is dropped before it is stored.
+func (c *Channel) decide(ctx context.Context, adm admitter, p parsed) (verdict, string) {
 	if why := automatic(p.Header, p.From.Address, c.opts.Address); why != "" {
 		return dropLoop, why
 	}
-	if !c.allow.allows(p.From.Address) {
+	if !adm.Admits(ctx, conch.ChannelEmail, conch.UserID(p.From.Address)) {
 		return dropUnknown, ""
 	}
 	if c.opts.TrustedAuthservID != "" {

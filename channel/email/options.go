@@ -67,9 +67,6 @@ type Options struct {
 
 	// Mailbox is the IMAP folder to watch ("" = INBOX).
 	Mailbox string
-	// AllowFrom lists addresses, @domain entries and "*". Mail from anyone
-	// else is dropped without a word.
-	AllowFrom []string
 	// Session is SessionThread ("" too) or SessionSender.
 	Session string
 	// TrustedAuthservID, when set, requires that server's
@@ -187,12 +184,6 @@ func (o *Options) validate() error {
 	case SessionThread, SessionSender:
 	default:
 		errs = append(errs, fmt.Errorf("session %q: want thread or sender", o.Session))
-	}
-	for _, a := range o.AllowFrom {
-		a = strings.TrimSpace(a)
-		if a != "*" && !strings.Contains(a, "@") {
-			errs = append(errs, fmt.Errorf("allow_from entry %q: want an address, @domain or *", a))
-		}
 	}
 	if o.Cursors == nil {
 		errs = append(errs, errors.New("no cursor store (Options.Cursors)"))

@@ -19,11 +19,9 @@ import (
 	gomail "github.com/emersion/go-message/mail"
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
-	"github.com/microcosm-cc/bluemonday"
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/extension"
 
 	"conch"
+	"conch/channel/internal/markdown"
 	"conch/internal/backoff"
 )
 
@@ -324,21 +322,13 @@ func (c *Channel) smtpConnect(ctx context.Context, size int) (*smtp.Client, func
 	return cl, func() { stop(); cl.Close() }, nil
 }
 
-// renderer turns Markdown into HTML safe to put in a mail.
+// renderer turns Markdown into HTML safe to put in a mail
+// (channel/internal/markdown's EmailHTML).
 type renderer struct {
-	md     goldmark.Markdown
-	policy *bluemonday.Policy
+	html *markdown.HTMLFormat
 }
 
-func newRenderer() *renderer {
-	return &renderer{md: goldmark.New(goldmark.WithExtensions(extension.GFM)), policy: bluemonday.UGCPolicy()}
-}
+func newRenderer() *renderer { return &renderer{html: markdown.EmailHTML()} }
 
 // HTML renders Markdown and sanitises the result.
-func (r *renderer) HTML(markdown string) (string, error) {
-	var buf bytes.Buffer
-	if err := r.md.Convert([]byte(markdown), &buf); err != nil {
-		return "", fmt.Errorf("render markdown: %w", err)
-	}
-	return strings.TrimSpace(r.policy.Sanitize(buf.String())), nil
-}
+func (r *renderer) HTML(md string) (string, error) { return r.html.HTML(md) }

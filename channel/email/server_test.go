@@ -145,7 +145,7 @@ func newFixture(t testing.TB, srv *testmail.Server, mod func(*Options)) *fixture
 	f.alice = srv.AddUser(t, testmail.UniqueName("alice"))
 	f.opts = Options{
 		Address: f.conch.Address, IMAPAddr: srv.IMAPAddr, IMAPUsername: f.conch.Local, IMAPPassword: f.conch.Password, IMAPTLS: TLSNone,
-		SMTPAddr: srv.SMTPAddr, SMTPTLS: TLSNone, AllowFrom: []string{f.alice.Address},
+		SMTPAddr: srv.SMTPAddr, SMTPTLS: TLSNone,
 		IdleRefresh: 5 * time.Second, CommandTimeout: 5 * time.Second,
 		Backoff: backoff.Policy{Base: 100 * time.Millisecond, Cap: time.Second},
 		Cursors: &memCursors{},

@@ -12,6 +12,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"conch"
+	"conch/channel/internal/markdown"
 )
 
 // Typing notifications last typingTimeout unless renewed; the gateway
@@ -79,7 +80,7 @@ func (c *Channel) Edit(ctx context.Context, ref conch.MessageRef, text string) e
 	if !ok {
 		msgType = event.MsgNotice
 	}
-	content, err := c.render.content(truncate(text, maxEditBytes), msgType)
+	content, err := c.render.content(markdown.Truncate(text, maxEditBytes), msgType)
 	if err != nil {
 		return fmt.Errorf("matrix edit: %w", err)
 	}
@@ -105,7 +106,7 @@ func (c *Channel) send(ctx context.Context, out conch.Outbound, single bool) ([]
 	msgType := msgTypeFor(out.Kind)
 	var contents []*event.MessageEventContent
 	if single {
-		content, err := c.render.content(truncate(out.Text, maxEditBytes), msgType)
+		content, err := c.render.content(markdown.Truncate(out.Text, maxEditBytes), msgType)
 		if err != nil {
 			return nil, fmt.Errorf("matrix send: %w", err)
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"maunium.net/go/mautrix"
 	"maunium.net/go/mautrix/event"
@@ -17,97 +16,8 @@ import (
 	"conch"
 )
 
-func TestHTML(t *testing.T) {
-	r := newRenderer()
-	tests := []struct {
-		name, md  string
-		want      []string
-		forbidden []string
-	}{
-		{"plain paragraph has no wrapper", "hello", []string{"hello"}, []string{"<p>"}},
-		{"emphasis", "**b** _i_ ~~s~~", []string{"<strong>b</strong>", "<em>i</em>", "<del>s</del>"}, nil},
-		{"code fence keeps language", "```python\nprint(1)\n```", []string{`<pre><code class="language-python">print(1)`}, nil},
-		{"raw html is dropped", "ok <b onclick=\"x()\">b</b> <script>alert(1)</script><img src=x onerror=alert(1)>", []string{"ok"}, []string{"<script", "onerror", "onclick", "<img"}},
-		{"javascript links are dropped", "[x](javascript:alert(1))", nil, []string{"javascript:"}},
-		{"https links are kept", "[x](https://example.org)", []string{`<a href="https://example.org"`}, nil},
-		{"tables", "| a | b |\n|---|---|\n| 1 | 2 |", []string{"<table>", "<td>1</td>"}, nil},
-		{"lists keep start", "3. three\n4. four", []string{`<ol start="3">`}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := r.HTML(tt.md)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("got %q, want it to contain %q", got, w)
-				}
-			}
-			for _, f := range tt.forbidden {
-				if strings.Contains(got, f) {
-					t.Errorf("got %q, want no %q", got, f)
-				}
-			}
-		})
-	}
-}
-
-func TestSplitMarkdown(t *testing.T) {
-	para := func(n int, c string) string { return strings.Repeat(c, n) }
-	fence := "```go\n" + strings.Repeat("line of code\n", 50) + "```"
-	tests := []struct {
-		name  string
-		text  string
-		limit int
-		want  int // number of parts
-	}{
-		{"short", "hello", 100, 1},
-		{"paragraphs pack", para(40, "a") + "\n\n" + para(40, "b") + "\n\n" + para(40, "c"), 90, 2},
-		{"fence split and reopened", "intro\n\n" + fence, 200, 5},
-		{"one long line", para(250, "x"), 100, 3},
-		{"multibyte never cut", strings.Repeat("é", 120), 101, 3},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			parts := splitMarkdown(tt.text, tt.limit)
-			if len(parts) != tt.want {
-				t.Fatalf("parts: got %d %q, want %d", len(parts), parts, tt.want)
-			}
-			for i, p := range parts {
-				if len(p) > tt.limit {
-					t.Errorf("part %d: got %d bytes, want at most %d", i, len(p), tt.limit)
-				}
-				if !utf8.ValidString(p) {
-					t.Errorf("part %d is not valid UTF-8", i)
-				}
-				if strings.Count(p, "```")%2 != 0 {
-					t.Errorf("part %d has an unbalanced fence: %q", i, p)
-				}
-			}
-		})
-	}
-}
-
-func TestSplitKeepsEveryCodeLine(t *testing.T) {
-	var b strings.Builder
-	b.WriteString("~~~\n")
-	for i := range 400 {
-		b.WriteString(strings.Repeat("z", i%70) + "\n")
-	}
-	b.WriteString("~~~")
-	parts := splitMarkdown(b.String(), 1000)
-	var lines []string
-	for _, p := range parts {
-		if !strings.HasPrefix(p, "~~~\n") || !strings.HasSuffix(p, "\n~~~") {
-			t.Fatalf("part not wrapped in the fence: %q", p[:20])
-		}
-		lines = append(lines, strings.Split(strings.TrimSuffix(strings.TrimPrefix(p, "~~~\n"), "\n~~~"), "\n")...)
-	}
-	if len(lines) != 400 {
-		t.Fatalf("code lines after split: got %d, want 400", len(lines))
-	}
-}
+// The rendering and splitting are tested in channel/internal/markdown;
+// here the messages the channel builds from them.
 
 func TestMessagesStayUnderEventLimit(t *testing.T) {
 	r := newRenderer()
@@ -125,16 +35,6 @@ func TestMessagesStayUnderEventLimit(t *testing.T) {
 	}
 	if total != 60000 {
 		t.Fatalf("bodies: got %d bytes in all, want 60000", total)
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	got := truncate(strings.Repeat("ü", 100), 50)
-	if len(got) > 50 || !utf8.ValidString(got) || !strings.HasSuffix(got, "(truncated)") {
-		t.Fatalf("got %q (%d bytes), want ≤ 50 valid bytes ending in the mark", got, len(got))
-	}
-	if got := truncate("short", 50); got != "short" {
-		t.Fatalf("got %q, want it unchanged", got)
 	}
 }
 

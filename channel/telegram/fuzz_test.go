@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
+	"conch/channel/internal/markdown"
 	tgfake "conch/internal/testenv/telegram"
 )
 
@@ -122,7 +123,7 @@ func FuzzFormat(f *testing.F) {
 				t.Fatalf("limit %d part %d: %d characters", limit, j, n)
 			}
 			for _, e := range ents {
-				if e.URL != "" && !safeURL(e.URL) {
+				if e.URL != "" && !markdown.TelegramLinkable(e.URL) {
 					t.Fatalf("part %d links to %q", j, e.URL)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"conch"
+	"conch/channel/internal/markdown"
 )
 
 const (
@@ -93,7 +94,7 @@ func (c *Channel) sendText(ctx context.Context, chat int64, out conch.Outbound, 
 		parts = c.render.messages(out.Text, maxMessageLen)
 	}
 	if len(parts) == 0 { // Markdown that renders to nothing visible
-		parts = []string{escapeText(out.Text)}
+		parts = []string{markdown.TelegramEscape(out.Text)}
 	}
 	silent := out.Kind != conch.OutboundReply || single
 	topic := c.topicFor(chat, out.InReplyTo)
@@ -145,7 +146,7 @@ func (c *Channel) sendMessage(ctx context.Context, p *bot.SendMessageParams) ([]
 	}
 	c.log.Warn("telegram refused the formatting, sending plain text", "chat", p.ChatID, "err", err)
 	var ids []int
-	for i, piece := range splitPlain(plainText(p.Text), maxMessageLen) {
+	for i, piece := range markdown.SplitPlain(markdown.TelegramPlain(p.Text), maxMessageLen) {
 		pp := *p
 		pp.Text, pp.ParseMode = piece, ""
 		if i > 0 {
@@ -281,7 +282,7 @@ func (c *Channel) editOnce(ctx context.Context, chat int64, id int, html string)
 		LinkPreviewOptions: &models.LinkPreviewOptions{IsDisabled: bot.True()}})
 	err = classify("editMessageText", err)
 	if isEntityError(err) {
-		plain := splitPlain(plainText(html), maxMessageLen)
+		plain := markdown.SplitPlain(markdown.TelegramPlain(html), maxMessageLen)
 		if len(plain) == 0 {
 			return nil
 		}
@@ -351,12 +352,12 @@ func (c *Channel) collapseAsyncMsg(p *progressMsg) {
 // collapsedHTML is the work log: a one-line header, the steps in an
 // expandable quote (Telegram shows its first lines and "show more").
 func collapsedHTML(r *renderer, text string, took time.Duration) string {
-	steps := plainText(r.single(text, maxMessageLen-200))
+	steps := markdown.TelegramPlain(r.single(text, maxMessageLen-200))
 	took = took.Round(time.Second)
 	if took < time.Second {
 		took = time.Second
 	}
-	return "<i>Work log · " + escapeText(took.String()) + "</i>\n<blockquote expandable>" + escapeText(steps) + "</blockquote>"
+	return "<i>Work log · " + markdown.TelegramEscape(took.String()) + "</i>\n<blockquote expandable>" + markdown.TelegramEscape(steps) + "</blockquote>"
 }
 
 // SetTyping implements conch.TypingChannel: one "typing" action (Telegram

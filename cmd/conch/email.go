@@ -29,7 +29,6 @@ func emailOptions(ec config.EmailConfig) email.Options {
 		SMTPPassword:       ec.SMTPPassword,
 		SMTPTLS:            email.TLSMode(ec.SMTPMode()),
 		Mailbox:            ec.Mailbox,
-		AllowFrom:          ec.AllowFrom,
 		Session:            ec.Session,
 		TrustedAuthservID:  ec.TrustedAuthservID,
 		NoIDLE:             !ec.IDLE,
@@ -61,7 +60,7 @@ func emailChannel(_ context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 		return nil, gateway.Allowlist{}, fmt.Errorf("email: %w", err)
 	}
 	// Admission applies the allowlist (addresses and @domain entries); the
-	// channel also checks it together with the sender's authentication
+	// channel asks it (Handler.Admits) before the sender's authentication
 	// results, so a forged From is dropped before it is stored.
 	return ch, gateway.NewAllowlist(ec.AllowFrom...), nil
 }
