@@ -23,7 +23,11 @@ func TestCoderHostsDeprecated(t *testing.T) {
 	if len(d) != 1 || !strings.Contains(d[0], "coder.hosts (pypi.org) is deprecated and ignored") {
 		t.Errorf("deprecations %q, want coder.hosts named", d)
 	}
-	c, err = Load("", []string{"HOME=" + dir, "XDG_CONFIG_HOME=" + dir})
+	empty := filepath.Join(dir, "empty.toml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err = Load(empty, []string{"HOME=" + dir})
 	if err != nil {
 		t.Fatal(err)
 	}
