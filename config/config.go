@@ -244,6 +244,9 @@ func Load(path string, environ []string) (*Config, error) {
 	if v := envMap["CONCH_MODEL"]; v != "" {
 		c.Model.Name = v
 	}
+	if v := envMap["CONCH_NPM_REGISTRY"]; v != "" {
+		c.Sandbox.NPMRegistry = v
+	}
 	if c.Model.APIKey == "" && c.Model.APIKeyFile == "" {
 		c.Model.APIKey = envMap[providerKeyEnv(c.Model.Provider)]
 	}

@@ -198,7 +198,7 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	if err != nil {
 		return err
 	}
-	opts, err := docker.OptionsFromConfig(d.cfg, instance)
+	opts, err := sandboxOptions(d.cfg, instance)
 	if err != nil {
 		return err
 	}
