@@ -15,6 +15,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/caarlos0/env/v11"
+
+	"conch/coders"
 )
 
 //go:embed default.toml
@@ -142,15 +144,17 @@ type ToolsConfig struct {
 
 // CoderConfig selects the coding-agent CLI behind the code tool.
 type CoderConfig struct {
-	// Agent is gemini | claude | codex; "" disables the code tools.
+	// Agent names a coding CLI of coders.Builtin (claude, codex, gemini);
+	// "" disables the code tools.
 	Agent string `toml:"agent" env:"AGENT"`
 	// APIKey is given only to the CLI (secret: prefer APIKeyFile or the environment).
 	APIKey     string `toml:"api_key" env:"API_KEY"`
 	APIKeyFile string `toml:"api_key_file" env:"API_KEY_FILE"`
 	// BaseURL points the CLI at another API endpoint; "" keeps its default.
 	BaseURL string `toml:"base_url" env:"BASE_URL"`
-	// Hosts adds hosts the CLI may reach through the egress proxy, beyond
-	// its API's.
+	// Hosts is deprecated and ignored (Deprecations warns): the CLI
+	// reaches only its API, through conch's key-injecting egress. Still
+	// accepted so that files that set it keep loading.
 	Hosts []string `toml:"hosts" env:"HOSTS" envSeparator:","`
 	// Approvals is auto (the CLI runs in its full-auto mode: the sandbox
 	// is the boundary) or ask (it keeps its permission prompts, which the
@@ -158,16 +162,15 @@ type CoderConfig struct {
 	Approvals string `toml:"approvals" env:"APPROVALS"`
 }
 
-// Vendor is the API vendor of the coding agent: anthropic, openai or
-// gemini; "" when none is configured.
+// Vendor is the API vendor of the coding agent (its coders.Builtin
+// entry's): anthropic, openai or gemini; "" when none is configured.
 func (c CoderConfig) Vendor() string {
-	switch c.Agent {
-	case "claude":
-		return "anthropic"
-	case "codex":
-		return "openai"
-	case "gemini":
-		return "gemini"
+	return c.vendor(coders.Builtin())
+}
+
+func (c CoderConfig) vendor(t coders.Table) string {
+	if cli, ok := t.Lookup(c.Agent); ok {
+		return string(cli.Vendor)
 	}
 	return ""
 }
@@ -242,6 +245,9 @@ func Load(path string, environ []string) (*Config, error) {
 	}
 	if v := envMap["CONCH_MODEL"]; v != "" {
 		c.Model.Name = v
+	}
+	if v := envMap["CONCH_NPM_REGISTRY"]; v != "" {
+		c.Sandbox.NPMRegistry = v
 	}
 	if c.Model.APIKey == "" && c.Model.APIKeyFile == "" {
 		c.Model.APIKey = envMap[providerKeyEnv(c.Model.Provider)]
@@ -326,8 +332,13 @@ func (e *ValidationError) Error() string {
 }
 
 // Validate checks the configuration needed to talk to the model; channels and
-// the sandbox validate their own sections in ValidateAll.
-func (c *Config) Validate() error {
+// the sandbox validate their own sections in ValidateAll. coder.agent must
+// name one of coders.Builtin.
+func (c *Config) Validate() error { return c.ValidateWith(coders.Builtin()) }
+
+// ValidateWith is Validate with coder.agent checked against the coding CLIs
+// of t (a test's table; conch uses coders.Builtin).
+func (c *Config) ValidateWith(t coders.Table) error {
 	var ps []Problem
 	add := func(key, msg, fix string) { ps = append(ps, Problem{key, msg, fix}) }
 	switch c.Model.Provider {
@@ -365,23 +376,7 @@ func (c *Config) Validate() error {
 	default:
 		add("log.format", fmt.Sprintf("unknown format %q", c.Log.Format), "use text or json")
 	}
-	switch c.Coder.Agent {
-	case "", "gemini", "claude", "codex":
-	default:
-		add("coder.agent", fmt.Sprintf("unknown coding agent %q", c.Coder.Agent), "use gemini, claude, codex, or leave it empty to disable the code tool")
-	}
-	if c.Coder.Agent != "" && c.Coder.APIKey == "" {
-		add("coder.api_key", "the coding agent has no API key", "set CONCH_CODER_API_KEY (or "+providerKeyEnv(c.Coder.Vendor())+") or [coder] api_key_file")
-	}
-	switch c.Coder.Approvals {
-	case "auto", "ask":
-	default:
-		add("coder.approvals", fmt.Sprintf("unknown approval mode %q", c.Coder.Approvals), "use auto (the CLI's full-auto mode inside the sandbox) or ask (its permission prompts go to the model)")
-	}
-	if c.Coder.Agent == "codex" && c.Coder.Approvals == "ask" {
-		add("coder.approvals", "Codex cannot ask before its commands in conch's sandbox: it asks only together with its own sandbox (bubblewrap), which cannot run inside the hardened container, so every command would fail without a question",
-			"use approvals = auto with Codex (the container is the boundary), or claude or gemini to keep the permission prompts")
-	}
+	ps = append(ps, c.Coder.validate(t)...)
 	ps = append(ps, c.validateUsage()...)
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)

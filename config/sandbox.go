@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -42,6 +43,9 @@ type SandboxConfig struct {
 	// Mirror is the Debian mirror of the offline image build; "" means the
 	// host's apt mirror.
 	Mirror string `toml:"mirror" env:"MIRROR"`
+	// NPMRegistry is the npm registry the pinned packages of derived images
+	// (the coding CLIs) are downloaded from; also CONCH_NPM_REGISTRY.
+	NPMRegistry string `toml:"npm_registry" env:"NPM_REGISTRY"`
 	// CacheDir keeps the offline image build; "" means <data_dir>/cache.
 	CacheDir string `toml:"cache_dir" env:"CACHE_DIR"`
 	// Disk is each workspace's size limit, sizes as for memory ("2g",
@@ -236,6 +240,9 @@ func (s SandboxConfig) validate() []Problem {
 		if fi, err := os.Stat(s.AgentBinary); err != nil || fi.IsDir() {
 			add("sandbox.agent_binary", fmt.Sprintf("%s is not a file", s.AgentBinary), "point it at a conch binary built with CGO_ENABLED=0, or remove the key")
 		}
+	}
+	if u, err := url.Parse(s.NPMRegistry); s.NPMRegistry != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		add("sandbox.npm_registry", fmt.Sprintf("%q is not an http(s) URL", s.NPMRegistry), "set the registry's base URL (CONCH_NPM_REGISTRY), e.g. https://registry.npmjs.org")
 	}
 	if s.IdleStopD() < 0 {
 		add("sandbox.idle_stop", "must not be negative", `use a duration like "30m", or "0s" to never stop`)

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/net/idna"
 
 	"conch"
+	"conch/coders"
 	"conch/netpolicy"
 )
 
@@ -30,33 +31,16 @@ import (
 const PlaceholderKey = "conch-placeholder-key-not-a-secret"
 
 // Vendor is the API an Injector forwards to; it decides the credential
-// header and the default upstream.
-type Vendor string
+// header and the default upstream. The vendors are those of the coding
+// CLIs' table (coders).
+type Vendor = coders.Vendor
 
-// The vendors an Injector knows.
+// The vendors an Injector knows (coders' constants).
 const (
-	// Anthropic: the Messages API, key in x-api-key.
-	Anthropic Vendor = "anthropic"
-	// OpenAI: the Responses and Chat Completions APIs, key as
-	// "Authorization: Bearer".
-	OpenAI Vendor = "openai"
-	// Gemini: the Gemini API, key in x-goog-api-key.
-	Gemini Vendor = "gemini"
+	Anthropic = coders.Anthropic
+	OpenAI    = coders.OpenAI
+	Gemini    = coders.Gemini
 )
-
-// DefaultBaseURL is the vendor's public API base URL ("" for an unknown
-// vendor). OpenAI's includes its /v1, as the OpenAI SDKs' and Codex's do.
-func (v Vendor) DefaultBaseURL() string {
-	switch v {
-	case Anthropic:
-		return "https://api.anthropic.com"
-	case OpenAI:
-		return "https://api.openai.com/v1"
-	case Gemini:
-		return "https://generativelanguage.googleapis.com"
-	}
-	return ""
-}
 
 // credentialHeaders are removed from every request before the real key is
 // added: whatever credential the client sent (the placeholder, or anything

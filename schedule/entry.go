@@ -13,7 +13,6 @@
 package schedule
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -25,44 +24,26 @@ import (
 	"conch"
 )
 
-// Kind is what an entry waits for.
-type Kind string
+// Kind is what an entry waits for (the store's record type, in the root
+// package).
+type Kind = conch.ScheduleKind
 
 // Kinds of entries.
 const (
 	// KindAt fires once at Next (also "after a delay").
-	KindAt Kind = "at"
+	KindAt = conch.ScheduleAt
 	// KindCron fires at every time of its cron expression (Spec).
-	KindCron Kind = "cron"
+	KindCron = conch.ScheduleCron
 	// KindWatch fires once when its condition (Spec, a WatchSpec in JSON) holds.
-	KindWatch Kind = "watch"
+	KindWatch = conch.ScheduleWatch
 )
 
-// Entry is one scheduled wake or watch of a conversation.
-type Entry struct {
-	ID  string
-	Key conch.ConversationKey
-	// Kind says what the entry waits for; Spec is the cron expression
-	// (KindCron) or the WatchSpec as JSON (KindWatch).
-	Kind Kind
-	Spec string
-	// Message is what the conversation is told when the entry fires.
-	Message string
-	// Next is when a wake fires next; zero for watches.
-	Next      time.Time
-	CreatedAt time.Time
-}
-
-// Origin is the inbound origin of the entry's messages.
-func (e Entry) Origin() conch.Origin {
-	if e.Kind == KindWatch {
-		return conch.Origin{Kind: conch.OriginWatch, Ref: e.ID}
-	}
-	return conch.Origin{Kind: conch.OriginSchedule, Ref: e.ID}
-}
+// Entry is one scheduled wake or watch of a conversation, as the store
+// keeps it.
+type Entry = conch.ScheduleEntry
 
 // Describe is a one-line account of the entry for lists.
-func (e Entry) Describe() string {
+func Describe(e Entry) string {
 	switch e.Kind {
 	case KindAt:
 		return fmt.Sprintf("once at %s", e.Next.UTC().Format(time.RFC3339))
@@ -141,16 +122,7 @@ func ParseCron(spec string) (cron.Schedule, error) {
 }
 
 // Store keeps the entries. *sqlite.DB implements it.
-type Store interface {
-	AddSchedule(ctx context.Context, e Entry) error
-	// Schedules lists the conversation's entries (every conversation's
-	// when key is zero), oldest first.
-	Schedules(ctx context.Context, key conch.ConversationKey) ([]Entry, error)
-	// DeleteSchedule removes an entry; it reports whether there was one.
-	DeleteSchedule(ctx context.Context, id string) (bool, error)
-	// SetScheduleNext moves a wake's next time.
-	SetScheduleNext(ctx context.Context, id string, next time.Time) error
-}
+type Store = conch.ScheduleStore
 
 // newID returns a fresh entry id with a prefix ("s" wakes, "w" watches).
 func newID(prefix string) string {

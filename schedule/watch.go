@@ -10,7 +10,6 @@ import (
 
 	"conch"
 	"conch/internal/backoff"
-	"conch/terminal"
 )
 
 // Bounds of the file watch's stat interval.
@@ -32,83 +31,49 @@ const (
 // The file's state is kept with the watch, so a change while conch was not
 // running is noticed at the next start.
 type SandboxWaiter struct {
-	Terminals terminal.Provider
+	// Terminals waits on terminals (terminal.Pool); nil refuses terminal
+	// watches.
+	Terminals Terminals
 	Sandboxes conch.SandboxProvider
 }
 
+// Terminals waits for a condition of a conversation's terminal and says
+// what happened in a sentence the conversation is told. *terminal.Pool
+// implements it (waiting again on a Manager that replaced a lost one).
+type Terminals interface {
+	// WaitExit waits for the command in terminal n to end (or the
+	// terminal to close); recovered says the watch was set before a
+	// restart, so an exit seen only as a finished command counts.
+	WaitExit(ctx context.Context, key conch.ConversationKey, n int, recovered bool) (string, error)
+	// WaitMatch waits for terminal n to print a line matching re.
+	WaitMatch(ctx context.Context, key conch.ConversationKey, n int, re *regexp.Regexp) (string, error)
+}
+
 var _ Waiter = (*SandboxWaiter)(nil)
+
+var errNoTerminals = conch.Errorf(conch.KindUnavailable, "no terminals are available")
 
 // Wait implements Waiter.
 func (w *SandboxWaiter) Wait(ctx context.Context, key conch.ConversationKey, spec WatchSpec, recovered bool) (string, error) {
 	switch spec.On {
 	case WatchExit:
-		return w.waitExit(ctx, key, spec.Terminal, recovered)
+		if w.Terminals == nil {
+			return "", errNoTerminals
+		}
+		return w.Terminals.WaitExit(ctx, key, spec.Terminal, recovered)
 	case WatchMatch:
 		re, err := regexp.Compile(spec.Pattern)
 		if err != nil {
 			return "", fmt.Errorf("pattern: %w", err)
 		}
-		return w.waitMatch(ctx, key, spec.Terminal, re)
+		if w.Terminals == nil {
+			return "", errNoTerminals
+		}
+		return w.Terminals.WaitMatch(ctx, key, spec.Terminal, re)
 	case WatchFile:
 		return w.waitFile(ctx, key, spec)
 	}
 	return "", fmt.Errorf("unknown watch condition %q", spec.On)
-}
-
-// manager returns the conversation's terminal Manager, waiting for a new
-// one when it was just replaced.
-func (w *SandboxWaiter) manager(ctx context.Context, key conch.ConversationKey) (*terminal.Manager, error) {
-	if w.Terminals == nil {
-		return nil, conch.Errorf(conch.KindUnavailable, "no terminals are available")
-	}
-	return w.Terminals.Manager(ctx, key)
-}
-
-func (w *SandboxWaiter) waitExit(ctx context.Context, key conch.ConversationKey, n int, recovered bool) (string, error) {
-	for {
-		m, err := w.manager(ctx, key)
-		if err != nil {
-			return "", err
-		}
-		info, err := m.AwaitExit(ctx, n, recovered)
-		if terminal.IsDetached(err) {
-			recovered = true
-			if err := backoff.Sleep(ctx, time.Second); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		switch {
-		case info.Closed:
-			return fmt.Sprintf("Terminal %d was closed.", n), nil
-		case info.Known:
-			return fmt.Sprintf("The command in terminal %d exited with status %d.", n, info.Code), nil
-		}
-		return fmt.Sprintf("The command in terminal %d ended (its exit status is not known: it ended while conch was not watching).", n), nil
-	}
-}
-
-func (w *SandboxWaiter) waitMatch(ctx context.Context, key conch.ConversationKey, n int, re *regexp.Regexp) (string, error) {
-	for {
-		m, err := w.manager(ctx, key)
-		if err != nil {
-			return "", err
-		}
-		line, err := m.AwaitOutput(ctx, n, re)
-		if terminal.IsDetached(err) {
-			if err := backoff.Sleep(ctx, time.Second); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("Terminal %d printed: %s", n, line), nil
-	}
 }
 
 func (w *SandboxWaiter) waitFile(ctx context.Context, key conch.ConversationKey, spec WatchSpec) (string, error) {

@@ -1,11 +1,10 @@
 // Package search implements web search backends over their HTTP JSON APIs:
 // Tavily, Brave Search and a self-hosted SearXNG. Each is a conch web_search
-// backend (tool.SearchBackend); none reads the environment.
+// backend (conch.SearchBackend); none reads the environment.
 package search
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,34 +14,19 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"conch"
 )
 
-// Result is one search hit.
-type Result struct {
-	Title   string
-	URL     string
-	Snippet string
-}
+// Result is one search hit (conch.SearchResult).
+type Result = conch.SearchResult
 
-// Query is one search.
-type Query struct {
-	Text  string
-	Count int
-}
+// Query is one search (conch.SearchQuery).
+type Query = conch.SearchQuery
 
-// Error is a backend's failure, with text safe to show the model.
-type Error struct {
-	Backend string
-	Status  int
-	Msg     string
-}
-
-func (e *Error) Error() string {
-	if e.Status != 0 {
-		return fmt.Sprintf("%s: HTTP %d: %s", e.Backend, e.Status, e.Msg)
-	}
-	return e.Backend + ": " + e.Msg
-}
+// Error is a backend's failure, with text safe to show the model
+// (conch.SearchError).
+type Error = conch.SearchError
 
 // ErrNotConfigured is returned by New when the backend lacks its key or URL.
 var ErrNotConfigured = errors.New("search backend not configured")
@@ -67,11 +51,8 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// Backend searches the web.
-type Backend interface {
-	Name() string
-	Search(ctx context.Context, q Query) ([]Result, error)
-}
+// Backend searches the web (conch.SearchBackend).
+type Backend = conch.SearchBackend
 
 // New returns the configured backend.
 func New(c Config) (Backend, error) {

@@ -64,8 +64,8 @@ func TestTavily(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Result{
-		{"Tutorial: Getting started with generics", "https://go.dev/doc/tutorial/generics", "This tutorial introduces the basics of generics in Go."},
-		{"An Introduction To Generics", "https://go.dev/blog/intro-generics", "Go 1.18 adds generics."},
+		{Title: "Tutorial: Getting started with generics", URL: "https://go.dev/doc/tutorial/generics", Snippet: "This tutorial introduces the basics of generics in Go."},
+		{Title: "An Introduction To Generics", URL: "https://go.dev/blog/intro-generics", Snippet: "Go 1.18 adds generics."},
 	}
 	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("got %+v, want %+v", got, want)

@@ -7,10 +7,9 @@ import (
 	"time"
 
 	"conch"
-	"conch/schedule"
 )
 
-var _ schedule.Store = (*DB)(nil)
+var _ conch.ScheduleStore = (*DB)(nil)
 
 const (
 	sqlAddSchedule = `INSERT INTO schedules (id, conversation, kind, spec, message, next_at, created_at)
@@ -23,8 +22,8 @@ const (
 	sqlSetScheduleNext = `UPDATE schedules SET next_at = ? WHERE id = ?`
 )
 
-// AddSchedule implements schedule.Store.
-func (d *DB) AddSchedule(ctx context.Context, e schedule.Entry) error {
+// AddSchedule implements conch.ScheduleStore.
+func (d *DB) AddSchedule(ctx context.Context, e conch.ScheduleEntry) error {
 	var next any
 	if !e.Next.IsZero() {
 		next = millis(e.Next)
@@ -35,8 +34,8 @@ func (d *DB) AddSchedule(ctx context.Context, e schedule.Entry) error {
 	return nil
 }
 
-// Schedules implements schedule.Store.
-func (d *DB) Schedules(ctx context.Context, key conch.ConversationKey) ([]schedule.Entry, error) {
+// Schedules implements conch.ScheduleStore.
+func (d *DB) Schedules(ctx context.Context, key conch.ConversationKey) ([]conch.ScheduleEntry, error) {
 	var rows *sql.Rows
 	var err error
 	if key.IsZero() {
@@ -48,9 +47,9 @@ func (d *DB) Schedules(ctx context.Context, key conch.ConversationKey) ([]schedu
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	defer rows.Close()
-	var out []schedule.Entry
+	var out []conch.ScheduleEntry
 	for rows.Next() {
-		var e schedule.Entry
+		var e conch.ScheduleEntry
 		var conv, kind string
 		var next sql.NullInt64
 		var created int64
@@ -60,7 +59,7 @@ func (d *DB) Schedules(ctx context.Context, key conch.ConversationKey) ([]schedu
 		if e.Key, err = conch.ParseConversationKey(conv); err != nil {
 			return nil, fmt.Errorf("list schedules: %w", err)
 		}
-		e.Kind = schedule.Kind(kind)
+		e.Kind = conch.ScheduleKind(kind)
 		if next.Valid {
 			e.Next = fromMillis(next.Int64)
 		}
@@ -73,7 +72,7 @@ func (d *DB) Schedules(ctx context.Context, key conch.ConversationKey) ([]schedu
 	return out, nil
 }
 
-// DeleteSchedule implements schedule.Store.
+// DeleteSchedule implements conch.ScheduleStore.
 func (d *DB) DeleteSchedule(ctx context.Context, id string) (bool, error) {
 	res, err := d.w.ExecContext(ctx, sqlDeleteSchedule, id)
 	if err != nil {
@@ -83,7 +82,7 @@ func (d *DB) DeleteSchedule(ctx context.Context, id string) (bool, error) {
 	return n > 0, err
 }
 
-// SetScheduleNext implements schedule.Store.
+// SetScheduleNext implements conch.ScheduleStore.
 func (d *DB) SetScheduleNext(ctx context.Context, id string, next time.Time) error {
 	if _, err := d.w.ExecContext(ctx, sqlSetScheduleNext, millis(next), id); err != nil {
 		return fmt.Errorf("move schedule %s: %w", id, err)

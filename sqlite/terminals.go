@@ -6,10 +6,9 @@ import (
 	"fmt"
 
 	"conch"
-	"conch/terminal"
 )
 
-var _ terminal.Registry = (*DB)(nil)
+var _ conch.TerminalRegistry = (*DB)(nil)
 
 const (
 	sqlSaveTerminal = `INSERT INTO terminals (scope, tty, session, command, shell, nonce, opened_at, mark, seen, observed, updated_at)
@@ -22,8 +21,8 @@ const (
 	sqlDeleteTerminal = `DELETE FROM terminals WHERE scope = ? AND tty = ?`
 )
 
-// SaveTerminal implements terminal.Registry.
-func (d *DB) SaveTerminal(ctx context.Context, scope string, r terminal.Record) error {
+// SaveTerminal implements conch.TerminalRegistry.
+func (d *DB) SaveTerminal(ctx context.Context, scope string, r conch.TerminalRecord) error {
 	if scope == "" {
 		return fmt.Errorf("save terminal: %w", conch.Errorf(conch.KindInvalid, "terminal scope is empty"))
 	}
@@ -42,16 +41,16 @@ func (d *DB) SaveTerminal(ctx context.Context, scope string, r terminal.Record) 
 	return nil
 }
 
-// LoadTerminals implements terminal.Registry: the scope's records in TTY order.
-func (d *DB) LoadTerminals(ctx context.Context, scope string) ([]terminal.Record, error) {
+// LoadTerminals implements conch.TerminalRegistry: the scope's records in TTY order.
+func (d *DB) LoadTerminals(ctx context.Context, scope string) ([]conch.TerminalRecord, error) {
 	rows, err := d.r.QueryContext(ctx, sqlLoadTerminals, scope)
 	if err != nil {
 		return nil, fmt.Errorf("load terminals: %w", err)
 	}
 	defer rows.Close()
-	var out []terminal.Record
+	var out []conch.TerminalRecord
 	for rows.Next() {
-		var r terminal.Record
+		var r conch.TerminalRecord
 		var shell, observed int
 		var opened int64
 		var seen string
@@ -71,7 +70,7 @@ func (d *DB) LoadTerminals(ctx context.Context, scope string) ([]terminal.Record
 	return out, nil
 }
 
-// DeleteTerminal implements terminal.Registry.
+// DeleteTerminal implements conch.TerminalRegistry.
 func (d *DB) DeleteTerminal(ctx context.Context, scope string, tty int) error {
 	if _, err := d.w.ExecContext(ctx, sqlDeleteTerminal, scope, tty); err != nil {
 		return fmt.Errorf("delete terminal %d: %w", tty, err)

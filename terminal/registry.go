@@ -4,40 +4,17 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"time"
+
+	"conch"
 )
 
-// Record is what conch remembers about one terminal so that a restarted
-// conch finds it again and knows what the model has already seen.
-type Record struct {
-	// TTY is the terminal number (0–19); CodeTTY for the coding agent.
-	TTY int
-	// Session is the tmux session name.
-	Session string
-	// Command is what was started ("" for a shell).
-	Command string
-	// Shell is true for a shell TTY with conch's completion markers.
-	Shell bool
-	// Nonce is the terminal's marker secret.
-	Nonce    string
-	OpenedAt time.Time
-	// Mark is the absolute line (history and screen counted from the
-	// first line tmux still holds) where the last observation began;
-	// Seen is what the lines from Mark on showed then.
-	Mark int
-	Seen []string
-	// Observed is set when the last observation came after the last
-	// input: nothing typed into the terminal waits to be seen. A restarted
-	// conch then lets the model type at once if the screen is unchanged.
-	Observed bool
-}
+// Record is what conch remembers about one terminal (the store's record
+// type, in the root package).
+type Record = conch.TerminalRecord
 
-// Registry stores terminal records, per scope (a conversation).
-type Registry interface {
-	SaveTerminal(ctx context.Context, scope string, r Record) error
-	LoadTerminals(ctx context.Context, scope string) ([]Record, error)
-	DeleteTerminal(ctx context.Context, scope string, tty int) error
-}
+// Registry stores terminal records, per scope (a conversation). *sqlite.DB
+// implements it.
+type Registry = conch.TerminalRegistry
 
 // MemRegistry is a Registry in memory, for tests and for running without a
 // store.

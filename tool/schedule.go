@@ -101,7 +101,7 @@ func (t *Schedule) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessa
 	if err != nil {
 		return scheduleFailure("schedule", err)
 	}
-	return conch.ToolOK(fmt.Sprintf("Scheduled %s: %s. Cancel it with {\"action\":\"cancel\",\"id\":%q}.", e.ID, e.Describe(), e.ID)), nil
+	return conch.ToolOK(fmt.Sprintf("Scheduled %s: %s. Cancel it with {\"action\":\"cancel\",\"id\":%q}.", e.ID, schedule.Describe(e), e.ID)), nil
 }
 
 // scheduleFailure turns a scheduler error into what the model reads, or a
@@ -124,7 +124,7 @@ func listSchedules(ctx context.Context, s *schedule.Scheduler, key conch.Convers
 	}
 	var b strings.Builder
 	for _, e := range es {
-		fmt.Fprintf(&b, "%s  %s: %s\n", e.ID, e.Describe(), clipText(e.Message, 120))
+		fmt.Fprintf(&b, "%s  %s: %s\n", e.ID, schedule.Describe(e), clipText(e.Message, 120))
 	}
 	return conch.ToolOK(strings.TrimRight(b.String(), "\n")), nil
 }

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"conch"
-	"conch/search"
 )
 
 // Limits of web_search.
@@ -25,7 +24,7 @@ const (
 type WebSearchOptions struct {
 	// Backend searches; nil means none is configured, and the tool answers
 	// with what the operator has to set.
-	Backend search.Backend
+	Backend conch.SearchBackend
 	// MaxResults is the default and largest count (search.max_results).
 	MaxResults int
 	// Auditor, if set, records every search (kind "web_search").
@@ -98,7 +97,7 @@ func (w *WebSearch) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 	}
 	count = min(count, w.opts.MaxResults)
 	start := w.opts.Now()
-	results, err := w.opts.Backend.Search(ctx, search.Query{Text: q, Count: count})
+	results, err := w.opts.Backend.Search(ctx, conch.SearchQuery{Text: q, Count: count})
 	if len(results) > count {
 		results = results[:count]
 	}
@@ -116,7 +115,7 @@ func (w *WebSearch) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 		if ctx.Err() != nil {
 			return conch.ToolOutput{}, fmt.Errorf("web_search: %w", ctx.Err())
 		}
-		var se *search.Error
+		var se *conch.SearchError
 		if errors.As(err, &se) {
 			return conch.ToolFail("web_search failed: " + se.Error()), nil
 		}

@@ -43,7 +43,45 @@ func testOptions() Options {
 	return Options{
 		Address: "conch@example.org", IMAPAddr: "127.0.0.1:1", IMAPUsername: "conch", IMAPPassword: "pw",
 		SMTPAddr: "127.0.0.1:2", Cursors: &memCursors{},
+	}.withConfigDefaults()
+}
+
+// withConfigDefaults fills what config/default.toml's [email] gives
+// (tls, mailbox, session, idle_refresh, poll_interval, the limits,
+// start_attempts) where o leaves it zero: the channel itself has no
+// defaults for them.
+func (o Options) withConfigDefaults() Options {
+	if o.IMAPTLS == "" {
+		o.IMAPTLS = TLSImplicit
 	}
+	if o.SMTPTLS == "" {
+		o.SMTPTLS = TLSStartTLS
+	}
+	if o.Mailbox == "" {
+		o.Mailbox = "INBOX"
+	}
+	if o.Session == "" {
+		o.Session = SessionThread
+	}
+	if o.IdleRefresh == 0 {
+		o.IdleRefresh = 10 * time.Minute
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 30 * time.Second
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = 40 << 20
+	}
+	if o.MaxAttachmentBytes == 0 {
+		o.MaxAttachmentBytes = conch.MaxAttachmentSize
+	}
+	if o.MaxPerHour == 0 {
+		o.MaxPerHour = 30
+	}
+	if o.StartAttempts == 0 {
+		o.StartAttempts = 5
+	}
+	return o
 }
 
 // admits stands in for the gateway's admission (gateway.Allowlist, whose

@@ -32,18 +32,15 @@ const (
 	SessionSender = "sender"
 )
 
-// Defaults for Options.
-const (
-	DefaultIdleRefresh     = 10 * time.Minute
-	DefaultPollInterval    = 30 * time.Second
-	DefaultCommandTimeout  = time.Minute
-	DefaultMaxMessageBytes = 40 << 20
-	DefaultMaxPerHour      = 30
-	DefaultStartAttempts   = 5
-)
+// DefaultCommandTimeout bounds IMAP commands and SMTP exchanges when
+// Options.CommandTimeout is 0 (it is no configuration key).
+const DefaultCommandTimeout = time.Minute
 
 // Options configure a Channel. Address, IMAPAddr, IMAPUsername,
-// IMAPPassword, SMTPAddr and Cursors are required.
+// IMAPPassword, SMTPAddr and Cursors are required, and so are the settings
+// config's [email] section has (TLS modes, Mailbox, Session, IdleRefresh,
+// PollInterval, the size and rate limits, StartAttempts): their defaults
+// live in config/default.toml only.
 type Options struct {
 	// Address is conch's own address: From of replies, domain of their
 	// Message-IDs; mail from it is never answered.
@@ -65,9 +62,9 @@ type Options struct {
 	// host); nil means the system roots.
 	TLSConfig *tls.Config
 
-	// Mailbox is the IMAP folder to watch ("" = INBOX).
+	// Mailbox is the IMAP folder to watch (INBOX).
 	Mailbox string
-	// Session is SessionThread ("" too) or SessionSender.
+	// Session is SessionThread or SessionSender.
 	Session string
 	// TrustedAuthservID, when set, requires that server's
 	// Authentication-Results to show DMARC (or aligned DKIM/SPF) pass.
@@ -108,38 +105,8 @@ func (o *Options) setDefaults() {
 	if o.Name == "" {
 		o.Name = "conch"
 	}
-	if o.IMAPTLS == "" {
-		o.IMAPTLS = TLSImplicit
-	}
-	if o.SMTPTLS == "" {
-		o.SMTPTLS = TLSStartTLS
-	}
-	if o.Mailbox == "" {
-		o.Mailbox = "INBOX"
-	}
-	if o.Session == "" {
-		o.Session = SessionThread
-	}
-	if o.IdleRefresh == 0 {
-		o.IdleRefresh = DefaultIdleRefresh
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = DefaultPollInterval
-	}
 	if o.CommandTimeout == 0 {
 		o.CommandTimeout = DefaultCommandTimeout
-	}
-	if o.MaxMessageBytes == 0 {
-		o.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if o.MaxAttachmentBytes == 0 {
-		o.MaxAttachmentBytes = conch.MaxAttachmentSize
-	}
-	if o.MaxPerHour == 0 {
-		o.MaxPerHour = DefaultMaxPerHour
-	}
-	if o.StartAttempts == 0 {
-		o.StartAttempts = DefaultStartAttempts
 	}
 	if o.Backoff.Base == 0 {
 		o.Backoff.Base = time.Second
@@ -169,6 +136,12 @@ func (o *Options) validate() error {
 	}
 	if o.IMAPUsername == "" || o.IMAPPassword == "" {
 		errs = append(errs, errors.New("IMAP username and password are required"))
+	}
+	if o.Mailbox == "" {
+		errs = append(errs, errors.New("no mailbox (config email.mailbox)"))
+	}
+	if o.IdleRefresh <= 0 || o.PollInterval <= 0 || o.MaxMessageBytes <= 0 || o.MaxAttachmentBytes <= 0 || o.MaxPerHour <= 0 || o.StartAttempts <= 0 {
+		errs = append(errs, errors.New("IdleRefresh, PollInterval, MaxMessageBytes, MaxAttachmentBytes, MaxPerHour and StartAttempts must be positive (config [email] idle_refresh, poll_interval, max_message_bytes, max_attachment_bytes, max_per_hour, start_attempts)"))
 	}
 	if o.SMTPUsername != "" && o.SMTPPassword == "" {
 		errs = append(errs, errors.New("SMTP username set without a password"))

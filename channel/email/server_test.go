@@ -150,7 +150,7 @@ func newFixture(t testing.TB, srv *testmail.Server, mod func(*Options)) *fixture
 		Backoff: backoff.Policy{Base: 100 * time.Millisecond, Cap: time.Second},
 		Cursors: &memCursors{},
 		Logger:  slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
+	}.withConfigDefaults()
 	if mod != nil {
 		mod(&f.opts)
 	}

@@ -48,12 +48,6 @@ type Sessions interface {
 	PruneWebSessions(ctx context.Context, now time.Time) error
 }
 
-// Default lifetimes.
-const (
-	DefaultLoginTTL   = 10 * time.Minute
-	DefaultSessionTTL = 30 * 24 * time.Hour
-)
-
 // ErrLogin says a login link is unknown, used or expired. It is the only
 // answer a login attempt gets, so a guesser learns nothing.
 var ErrLogin = errors.New("this login link is invalid, already used or expired: run `conch web url` for a new one")
@@ -86,15 +80,11 @@ type Auth struct {
 	mu sync.Mutex // serialises redeeming
 }
 
-// NewAuth returns an Auth over store (login tokens) and sessions. Zero TTLs
-// take the defaults; now nil means time.Now.
+// NewAuth returns an Auth over store (login tokens) and sessions. The
+// lifetimes are the configuration's (web.login_ttl, web.session_ttl; their
+// defaults are in config/default.toml); an Auth used only to log out may
+// pass zero. now nil means time.Now.
 func NewAuth(store Cursors, sessions Sessions, loginTTL, sessionTTL time.Duration, now func() time.Time) *Auth {
-	if loginTTL <= 0 {
-		loginTTL = DefaultLoginTTL
-	}
-	if sessionTTL <= 0 {
-		sessionTTL = DefaultSessionTTL
-	}
 	if now == nil {
 		now = time.Now
 	}

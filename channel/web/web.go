@@ -74,9 +74,11 @@ type Options struct {
 	Metrics http.Handler
 	// Owner is the sender of messages typed in the browser (default "owner").
 	Owner conch.UserID
-	// MaxMessageBytes caps one message (default 64 KiB).
+	// MaxMessageBytes caps one message; required (config
+	// web.max_message_bytes).
 	MaxMessageBytes int
-	// LoginTTL and SessionTTL: see NewAuth.
+	// LoginTTL and SessionTTL: see NewAuth; required (config web.login_ttl,
+	// web.session_ttl).
 	LoginTTL, SessionTTL time.Duration
 	// Secure marks cookies Secure and sends HSTS: the page is reached over
 	// HTTPS (the listener's own TLS, or a TLS reverse proxy).
@@ -87,9 +89,6 @@ type Options struct {
 	Logger         *slog.Logger
 	Now            func() time.Time
 }
-
-// DefaultMaxMessageBytes is the default cap on one message.
-const DefaultMaxMessageBytes = 64 << 10
 
 // Channel is the web chat channel and the HTTP handlers of the web UI.
 type Channel struct {
@@ -114,8 +113,8 @@ func New(opts Options) (*Channel, error) {
 	if opts.Owner == "" {
 		opts.Owner = "owner"
 	}
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = DefaultMaxMessageBytes
+	if opts.MaxMessageBytes <= 0 || opts.LoginTTL <= 0 || opts.SessionTTL <= 0 {
+		return nil, errors.New("web: the message size limit and the login and session lifetimes are required (config web.max_message_bytes, web.login_ttl, web.session_ttl)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -39,7 +39,11 @@ func newTestServer(t *testing.T, mod ...func(*Options)) *testServer {
 	opts := Options{
 		Events: ts.hub, Control: ts.gw, Store: ts.store, Read: ts.read, History: ts.gw,
 		Sandboxes: ts.boxes, Terminals: ts.terms,
-		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "conch_up 1") }),
+		// config/default.toml's [web] values.
+		MaxMessageBytes: 64 << 10,
+		LoginTTL:        10 * time.Minute,
+		SessionTTL:      720 * time.Hour,
+		Metrics:         http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "conch_up 1") }),
 	}
 	for _, m := range mod {
 		m(&opts)
@@ -804,7 +808,7 @@ func TestTerminalSocketStreamsOutput(t *testing.T) {
 
 func TestSendBeforeRunIsRefused(t *testing.T) {
 	hub := newFakeHub()
-	ch, err := New(Options{Events: hub, Control: newFakeGateway(hub), Store: NewMemCursors()})
+	ch, err := New(Options{Events: hub, Control: newFakeGateway(hub), Store: NewMemCursors(), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

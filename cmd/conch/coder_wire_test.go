@@ -23,15 +23,18 @@ func TestCoderOptionsKeepKeyOut(t *testing.T) {
 		{"gemini", "", "http://127.0.0.1:47291"},
 	} {
 		d := &deps{cfg: &config.Config{Coder: config.CoderConfig{Agent: tc.agent, APIKey: real, BaseURL: tc.baseURL}}, log: slog.New(slog.DiscardHandler)}
-		p, _ := coderProfile(tc.agent)
-		o, err := coderOptions(d, p)
+		p, cli, err := coderProfile(tc.agent)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.agent, err)
+		}
+		o, err := coderOptions(d, p, cli.Vendor)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.agent, err)
 		}
 		if o.APIKey != egress.PlaceholderKey || !slices.Contains(o.Env, p.APIKeyEnv+"="+egress.PlaceholderKey) || !slices.Contains(o.Env, "HTTPS_PROXY=http://127.0.0.1:47291") {
 			t.Errorf("%s %q: got APIKey %q, Env %q; want the placeholder and the bridge as HTTPS_PROXY", tc.agent, tc.baseURL, o.APIKey, o.Env)
 		}
-		if _, base, err := coderRoute(d, p); err != nil || base != tc.wantBase {
+		if _, base, err := coderRoute(d, cli.Vendor); err != nil || base != tc.wantBase {
 			t.Errorf("%s %q: route base URL %q (%v), want %s", tc.agent, tc.baseURL, base, err, tc.wantBase)
 		}
 		if strings.Contains(strings.Join(o.Env, " ")+o.APIKey, real) {

@@ -209,7 +209,7 @@ func orDefault(s, def string) string {
 // use; a configured coder.agent whose CLI the image lacks is a failure with
 // the fix (the code tool would fail with "command not found").
 func (a *app) doctorAgents(ctx context.Context, cfg *config.Config, check func(string, error, string)) {
-	opts, err := docker.OptionsFromConfig(cfg, "doctor")
+	opts, err := sandboxOptions(cfg, "doctor")
 	if err == nil {
 		var rep docker.AgentsReport
 		rep, err = docker.ProbeAgents(ctx, opts)

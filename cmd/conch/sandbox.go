@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"conch"
+	"conch/coders"
 	"conch/config"
 	"conch/sandbox/docker"
 	"conch/sandbox/sandboxd"
@@ -45,7 +47,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 		Short: "Build the sandbox image now (offline when no registry can be reached)",
 		Long: `Build the sandbox image now (offline when no registry can be reached).
 
-With --agents, the image with those coding-agent CLIs (claude, codex, gemini)
+With --agents, the image with those coding-agent CLIs (` + strings.Join(coders.Builtin().Names(), ", ") + `)
 is built on it from the npm registry's packages (pinned, checked, cached in
 the cache dir): conch-sandbox-<agents>:<hash>. It prints the reference.`,
 		Args: cobra.NoArgs,
@@ -64,7 +66,7 @@ the cache dir): conch-sandbox-<agents>:<hash>. It prints the reference.`,
 			})
 		},
 	}
-	build.Flags().StringSliceVar(&agents, "agents", nil, "coding-agent CLIs to add, comma separated: claude, codex, gemini")
+	build.Flags().StringSliceVar(&agents, "agents", nil, "coding-agent CLIs to add, comma separated: "+strings.Join(coders.Builtin().Names(), ", "))
 	image.AddCommand(build)
 	cmd.AddCommand(image, a.sandboxLsCmd(), a.sandboxInspectCmd(), a.sandboxExecCmd(), a.sandboxRmCmd(), a.sandboxPruneCmd())
 	return cmd

@@ -84,7 +84,7 @@ func (a *app) schedulesListCmd(conv *string) *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCONVERSATION\tWHEN\tCREATED\tMESSAGE")
 			for _, e := range es {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.Key, e.Describe(), e.CreatedAt.UTC().Format(time.RFC3339), clipLine(e.Message, 60))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.Key, schedule.Describe(e), e.CreatedAt.UTC().Format(time.RFC3339), clipLine(e.Message, 60))
 			}
 			return tw.Flush()
 		},

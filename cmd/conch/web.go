@@ -69,7 +69,7 @@ func (a *app) webCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			if err := web.NewAuth(d.db, d.db, 0, 0, nil).LogoutAll(cmd.Context()); err != nil {
+			if err := web.NewAuth(d.db, d.db, cfg.Web.LoginTTL.D(), cfg.Web.SessionTTL.D(), nil).LogoutAll(cmd.Context()); err != nil {
 				return err
 			}
 			fmt.Fprintln(a.stdout, "Every web session has ended; open sockets close within a minute.")

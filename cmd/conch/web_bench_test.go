@@ -56,7 +56,7 @@ func newWebBench(b *testing.B) *webBench {
 	cliConv := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "bench"}
 	cliCh := &cli.Channel{In: inR, Out: outW, Err: io.Discard, Key: cliConv, User: "local"}
 	ref := newGatewayRef()
-	wc, err := web.New(web.Options{Events: ref, Control: ref, Store: db, Read: db, History: db, Logger: slog.New(slog.DiscardHandler)})
+	wc, err := web.New(web.Options{Events: ref, Control: ref, Store: db, Read: db, History: db, Logger: slog.New(slog.DiscardHandler), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

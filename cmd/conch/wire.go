@@ -18,6 +18,7 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/channel/web"
+	"conch/coders"
 	"conch/config"
 	"conch/egress"
 	"conch/gateway"
@@ -109,6 +110,9 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 		return nil, err
 	}
 	d := &deps{cfg: cfg, log: log}
+	for _, w := range cfg.Deprecations() {
+		log.Warn(w)
+	}
 	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -201,7 +205,7 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	if err != nil {
 		return err
 	}
-	opts, err := docker.OptionsFromConfig(d.cfg, instance)
+	opts, err := sandboxOptions(d.cfg, instance)
 	if err != nil {
 		return err
 	}
@@ -352,8 +356,12 @@ func tools(d *deps) ([]conch.Tool, error) {
 		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
 	)
 	ts = append(ts, tool.TerminalTools(d.terminals)...)
-	if profile, ok := coderProfile(d.cfg.Coder.Agent); ok {
-		co, err := coderOptions(d, profile)
+	if d.cfg.Coder.Agent != "" {
+		profile, cli, err := coderProfile(d.cfg.Coder.Agent)
+		if err != nil {
+			return nil, err
+		}
+		co, err := coderOptions(d, profile, cli.Vendor)
 		if err != nil {
 			return nil, err
 		}
@@ -373,29 +381,15 @@ func startTerminals(d *deps) {
 	d.releasers = append(d.releasers, d.terminals)
 }
 
-func coderProfile(name string) (coder.Profile, bool) {
-	switch name {
-	case "gemini":
-		return coder.Gemini(), true
-	case "claude":
-		return coder.Claude(), true
-	case "codex":
-		return coder.Codex(), true
+// coderProfile is the driver profile of the coding CLI called name (an
+// entry of coders.Builtin, which config validated).
+func coderProfile(name string) (coder.Profile, coders.CLI, error) {
+	cli, ok := coders.Builtin().Lookup(name)
+	if !ok {
+		return coder.Profile{}, coders.CLI{}, fmt.Errorf("coder.agent: unknown coding agent %q", name)
 	}
-	return coder.Profile{}, false
-}
-
-// coderVendor is the API a coding-agent CLI speaks, by its profile's name.
-func coderVendor(p coder.Profile) (egress.Vendor, bool) {
-	switch p.Name {
-	case "claude":
-		return egress.Anthropic, true
-	case "codex":
-		return egress.OpenAI, true
-	case "gemini":
-		return egress.Gemini, true
-	}
-	return "", false
+	p, err := coder.ProfileFor(cli)
+	return p, cli, err
 }
 
 // coderRoute builds the coding agent's way out: one Injector for the
@@ -406,15 +400,8 @@ func coderVendor(p coder.Profile) (egress.Vendor, bool) {
 // the bridge again on the same port when it is gone (after a restart of
 // conch), so call it before each start or reattachment of the CLI. baseURL
 // is what route returns, known up front because the port is fixed.
-func coderRoute(d *deps, p coder.Profile) (route func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error), baseURL string, err error) {
+func coderRoute(d *deps, vendor coders.Vendor) (route func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error), baseURL string, err error) {
 	cc := d.cfg.Coder
-	vendor, ok := coderVendor(p)
-	if !ok {
-		return nil, "", fmt.Errorf("coder: no API vendor known for the coding agent %q", p.Name)
-	}
-	if len(cc.Hosts) > 0 {
-		d.log.Warn("coder.hosts is ignored: the coding agent reaches only its API, through conch's key-injecting egress", "hosts", cc.Hosts)
-	}
 	in, err := egress.NewInjector(egress.InjectorOptions{
 		Vendor: vendor, Key: cc.APIKey, BaseURL: cc.BaseURL, Logger: d.log,
 		OnRequest: func(e egress.Event) {
@@ -449,8 +436,8 @@ func coderRoute(d *deps, p coder.Profile) (route func(ctx context.Context, key c
 // HTTPS_PROXY points at the same address, so that an https request to any
 // other host becomes a CONNECT the Injector refuses and audits rather than
 // a silent DNS failure; the base URL itself is not proxied.
-func coderOptions(d *deps, p coder.Profile) (coder.Options, error) {
-	route, _, err := coderRoute(d, p)
+func coderOptions(d *deps, p coder.Profile, vendor coders.Vendor) (coder.Options, error) {
+	route, _, err := coderRoute(d, vendor)
 	if err != nil {
 		return coder.Options{}, err
 	}

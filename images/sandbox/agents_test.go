@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"conch/coders"
 )
 
 var update = flag.Bool("update", false, "rewrite Containerfile.agents from the pins")
@@ -40,7 +42,7 @@ func TestAgentsContainerfile(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("Containerfile.agents is not what the pins give; run: go test ./images/sandbox -run TestAgentsContainerfile -update")
 	}
-	for _, a := range agents {
+	for _, a := range AgentsOf(coders.Builtin()) {
 		for _, tb := range a.Tarballs {
 			sum, err := tb.SHA512()
 			if err != nil {
@@ -71,12 +73,12 @@ func TestLookupAgentsAndHash(t *testing.T) {
 	if AgentsHash("base2", as) == h {
 		t.Errorf("another base gave the same hash")
 	}
-	changed := []Agent{as[0], cloneAgent(as[1])}
+	changed := []Agent{as[0], as[1].Clone()}
 	changed[1].Tarballs[0].Version = "0.61.1"
 	if AgentsHash("base1", changed) == h {
 		t.Errorf("a changed pin gave the same hash")
 	}
-	if as[1].Tarballs[0].Version != "0.61.0" || agents[2].Tarballs[0].Version != "0.61.0" {
+	if as[1].Tarballs[0].Version != "0.61.0" || AgentsOf(coders.Builtin())[2].Tarballs[0].Version != "0.61.0" {
 		t.Errorf("changing a looked-up agent changed the pins")
 	}
 	if got := AgentsRef(as, h); got != "conch-sandbox-claude-gemini:"+h {

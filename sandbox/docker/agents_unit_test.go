@@ -1,12 +1,10 @@
 package docker
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
-	"conch/config"
 	sandboximage "conch/images/sandbox"
 )
 
@@ -50,19 +48,7 @@ func TestCommitChanges(t *testing.T) {
 	}
 }
 
-func TestOptionsAgents(t *testing.T) {
-	cfg, err := config.Load("", append(os.Environ(), "CONCH_CODER_AGENT=codex", "CONCH_DATA_DIR="+t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("CONCH_NPM_REGISTRY", "http://npm.local")
-	o, err := OptionsFromConfig(cfg, "i")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(o.Agents, []string{"codex"}) || o.NPMRegistry != "http://npm.local" {
-		t.Errorf("agents %v registry %q: want [codex] from coder.agent and the env registry", o.Agents, o.NPMRegistry)
-	}
+func TestLookupAgentsUnknown(t *testing.T) {
 	if _, err := lookupAgents([]string{"claude", "vim"}); err == nil || !strings.Contains(err.Error(), `"vim"`) {
 		t.Errorf("unknown agent: got %v", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"conch"
-	"conch/config"
 
 	"github.com/moby/moby/api/types/container"
 )
@@ -355,22 +354,6 @@ func TestHardeningValidate(t *testing.T) {
 	}
 	if DefaultHardening().Hash() == (Hardening{}).Hash() {
 		t.Errorf("profile hash does not change with the profile")
-	}
-}
-
-func TestHardeningFromProfile(t *testing.T) {
-	pids, cpus, ro := int64(512), 2.5, false
-	h, err := HardeningFromProfile(config.SandboxProfile{Pids: &pids, CPUs: &cpus, ReadOnlyRoot: &ro, Memory: "1g", Network: "egress"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := DefaultHardening()
-	want.Pids, want.NanoCPUs, want.ReadOnlyRoot, want.Memory, want.Network = 512, 2.5e9, false, 1<<30, "egress"
-	if !reflect.DeepEqual(h, want) {
-		t.Errorf("got %+v, want %+v", h, want)
-	}
-	if _, err := HardeningFromProfile(config.SandboxProfile{Network: "host"}); err == nil {
-		t.Errorf("host network: got no error")
 	}
 }
 

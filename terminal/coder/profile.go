@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"time"
+
+	"conch/coders"
 )
 
 // Profile tells how to run one coding-agent CLI in a terminal and how to
@@ -141,6 +145,10 @@ type Setup struct {
 	// APIKey is the key the CLI will use, when the profile must approve it
 	// in its settings (Claude Code); may be empty.
 	APIKey string
+	// KeyEnv names the variable the CLI reads its key from, for settings
+	// that name it (Codex's model provider); ProfileFor's Files set it from
+	// the CLI's entry.
+	KeyEnv string
 }
 
 // File is one file to write into the sandbox before the CLI starts.
@@ -179,7 +187,7 @@ func jsonFile(p string, v any) (File, error) {
 	return File{Path: p, Data: append(b, '\n'), Mode: 0o600}, nil
 }
 
-// Gemini is the Gemini CLI (npm @google/gemini-cli; markers and settings
+// geminiDriver is the Gemini CLI (npm @google/gemini-cli; markers and settings
 // checked against the real 0.61 TUI in terminal/coder/realcli_test.go). Its
 // AfterAgent hook marks the end of a turn; folder trust and the auth dialog
 // are settled in ~/.gemini/settings.json; GOOGLE_GEMINI_BASE_URL points it
@@ -187,12 +195,10 @@ func jsonFile(p string, v any) (File, error) {
 // streamGenerateContent?alt=sse). GEMINI_CLI_NO_RELAUNCH keeps it from
 // starting itself again as a child node sized by the host's memory rather
 // than the sandbox's (a child that also outlived the tmux server).
-func Gemini() Profile {
+func geminiDriver() Profile {
 	return Profile{
-		Name:          "gemini",
 		Own:           []string{".gemini"},
 		Answer:        geminiAnswer,
-		Command:       "gemini",
 		Env:           []string{"GEMINI_CLI_NO_RELAUNCH=true"},
 		Paste:         true,
 		AutoArgs:      "--yolo",
@@ -200,8 +206,6 @@ func Gemini() Profile {
 		InterruptKeys: []string{"Escape"},
 		ReadyPaste:    true,
 		EnterAgain:    true,
-		BaseURLEnv:    "GOOGLE_GEMINI_BASE_URL",
-		APIKeyEnv:     "GEMINI_API_KEY",
 		Files: func(s Setup) ([]File, error) {
 			f, err := jsonFile(path.Join(s.Home, ".gemini", "settings.json"), map[string]any{
 				"security": map[string]any{
@@ -246,16 +250,14 @@ func Gemini() Profile {
 	}
 }
 
-// Claude is Claude Code (npm @anthropic-ai/claude-code). Its Stop hook marks
+// claudeDriver is Claude Code (npm @anthropic-ai/claude-code). Its Stop hook marks
 // the end of a turn; ~/.claude.json records onboarding, folder trust and
 // the approved API key (its last 20 characters); ANTHROPIC_BASE_URL points
 // it at its API.
-func Claude() Profile {
+func claudeDriver() Profile {
 	return Profile{
-		Name:     "claude",
 		Own:      []string{".claude", ".claude.json*"},
 		Answer:   answerField("last_assistant_message"),
-		Command:  "claude",
 		Paste:    true,
 		AutoArgs: "--dangerously-skip-permissions",
 		// Without a mode it starts in "auto mode" (a classifier approves
@@ -266,8 +268,6 @@ func Claude() Profile {
 		ResumeArgs:    "--continue",
 		InterruptKeys: []string{"Escape"},
 		ReadyPaste:    true,
-		BaseURLEnv:    "ANTHROPIC_BASE_URL",
-		APIKeyEnv:     "ANTHROPIC_API_KEY",
 		Files: func(s Setup) ([]File, error) {
 			approved := []string{}
 			if k := s.APIKey; k != "" {
@@ -315,28 +315,17 @@ func Claude() Profile {
 // configures (config.toml [model_providers.conch]).
 const CodexProvider = "conch"
 
-// Codex is the Codex CLI (npm @openai/codex). Its notify program marks the
+// codexDriver is the Codex CLI (npm @openai/codex). Its notify program marks the
 // end of a turn; ~/.codex/config.toml trusts the workspace, skips the
 // update check and the notices, and points it at Setup.BaseURL through a
 // model provider of its own: Codex ignores OPENAI_BASE_URL, and the
 // built-in provider wants a ChatGPT sign-in.
-func Codex() Profile {
+func codexDriver() Profile {
 	return Profile{
-		Name:   "codex",
-		Own:    []string{".codex"},
-		Answer: answerField("last-assistant-message"),
-		// --no-daemon: without it Codex copies itself (404 MB) into
-		// $CODEX_HOME/packages and starts an app-server daemon and a
-		// pid-update loop that outlive it.
-		Command:   "codex --no-daemon",
-		APIKeyEnv: "OPENAI_API_KEY",
-		Paste:     true,
-		AutoArgs:  "--dangerously-bypass-approvals-and-sandbox",
-		// 0.169 asks (--ask-for-approval on-request; "untrusted" is gone)
-		// only within its own sandbox, whose bubblewrap cannot create
-		// namespaces in the hardened container: every command failed with
-		// "No permissions to create a new namespace", and nothing asked.
-		NoAsk:         "Codex asks before its commands only together with its own sandbox (bubblewrap), which cannot run inside conch's hardened container",
+		Own:           []string{".codex"},
+		Answer:        answerField("last-assistant-message"),
+		Paste:         true,
+		AutoArgs:      "--dangerously-bypass-approvals-and-sandbox",
 		ResumeArgs:    "resume --last",
 		InterruptKeys: []string{"Escape"},
 		ReadyPaste:    true,
@@ -354,7 +343,7 @@ func Codex() Profile {
 			fmt.Fprintf(&b, "model_provider = %s\n", tomlString(CodexProvider))
 			b.WriteString("check_for_update_on_startup = false\n")
 			fmt.Fprintf(&b, "\n[model_providers.%s]\nname = %s\nbase_url = %s\nenv_key = %s\nwire_api = \"responses\"\nrequires_openai_auth = false\nsupports_websockets = false\n",
-				CodexProvider, tomlString(CodexProvider), tomlString(s.BaseURL), tomlString("OPENAI_API_KEY"))
+				CodexProvider, tomlString(CodexProvider), tomlString(s.BaseURL), tomlString(s.KeyEnv))
 			fmt.Fprintf(&b, "\n[projects.%s]\ntrust_level = \"trusted\"\n", tomlString(s.Workspace))
 			b.WriteString("\n[notice]\nhide_full_access_warning = true\nhide_world_writable_warning = true\nhide_rate_limit_model_nudge = true\n")
 			b.WriteString("\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n")
@@ -407,9 +396,62 @@ func FakeCLI(bin string, startup time.Duration) Profile {
 	}
 }
 
-// Profiles returns the built-in profiles by name.
+// drivers are the profiles' CLI-specific parts (settings files, screen
+// markers, keys, arguments), by coders.CLI.Driver. The facts other
+// packages share (name, command, key and base-URL variables, what it
+// cannot do) come from the CLI's entry in package coders (ProfileFor).
+var drivers = map[string]func() Profile{"claude": claudeDriver, "codex": codexDriver, "gemini": geminiDriver}
+
+// ProfileFor returns the profile of a coding CLI: its driver (cli.Driver)
+// completed with the entry's name, command, variables and NoAsk.
+func ProfileFor(cli coders.CLI) (Profile, error) {
+	d, ok := drivers[cli.Driver]
+	if !ok {
+		return Profile{}, fmt.Errorf("coding CLI %s: no driver profile %q (known: %s)", cli.Name, cli.Driver, strings.Join(slices.Sorted(maps.Keys(drivers)), ", "))
+	}
+	p := d()
+	p.Name, p.Command = cli.Name, cli.Command
+	p.APIKeyEnv, p.BaseURLEnv = cli.KeyEnv, cli.BaseURLEnv
+	p.NoAsk = cli.NoAsk
+	if files := p.Files; files != nil {
+		p.Files = func(s Setup) ([]File, error) {
+			s.KeyEnv = cli.KeyEnv
+			return files(s)
+		}
+	}
+	return p, nil
+}
+
+// builtin is the profile of a built-in CLI (coders.Builtin).
+func builtin(name string) Profile {
+	cli, ok := coders.Builtin().Lookup(name)
+	if !ok {
+		panic("coder: no built-in coding CLI " + name)
+	}
+	p, err := ProfileFor(cli)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// Gemini is Gemini CLI's profile (geminiDriver with its coders entry).
+func Gemini() Profile { return builtin("gemini") }
+
+// Claude is Claude Code's profile (claudeDriver with its coders entry).
+func Claude() Profile { return builtin("claude") }
+
+// Codex is the Codex CLI's profile (codexDriver with its coders entry).
+func Codex() Profile { return builtin("codex") }
+
+// Profiles returns the profiles of the built-in CLIs (coders.Builtin) by
+// name.
 func Profiles() map[string]Profile {
-	return map[string]Profile{"gemini": Gemini(), "claude": Claude(), "codex": Codex()}
+	out := map[string]Profile{}
+	for _, cli := range coders.Builtin() {
+		out[cli.Name] = builtin(cli.Name)
+	}
+	return out
 }
 
 func tomlString(s string) string {

@@ -1,15 +1,19 @@
-package docker
+package main
 
 import (
 	"fmt"
 	"os"
 
 	"conch/config"
+	"conch/sandbox/docker"
 )
 
-// HardeningFromProfile applies a config profile's overrides to DefaultHardening.
-func HardeningFromProfile(p config.SandboxProfile) (Hardening, error) {
-	h := DefaultHardening()
+// The sandbox runtime takes options, not the configuration: they are made
+// here.
+
+// hardeningFromProfile applies a config profile's overrides to docker.DefaultHardening.
+func hardeningFromProfile(p config.SandboxProfile) (docker.Hardening, error) {
+	h := docker.DefaultHardening()
 	if p.ReadOnlyRoot != nil {
 		h.ReadOnlyRoot = *p.ReadOnlyRoot
 	}
@@ -34,14 +38,14 @@ func HardeningFromProfile(p config.SandboxProfile) (Hardening, error) {
 	if p.Memory != "" {
 		n, err := config.ParseSize(p.Memory)
 		if err != nil {
-			return Hardening{}, fmt.Errorf("profile memory: %w", err)
+			return docker.Hardening{}, fmt.Errorf("profile memory: %w", err)
 		}
 		h.Memory = n
 	}
 	if p.TmpSize != "" {
 		n, err := config.ParseSize(p.TmpSize)
 		if err != nil {
-			return Hardening{}, fmt.Errorf("profile tmp_size: %w", err)
+			return docker.Hardening{}, fmt.Errorf("profile tmp_size: %w", err)
 		}
 		h.TmpSize = n
 	}
@@ -57,39 +61,39 @@ func HardeningFromProfile(p config.SandboxProfile) (Hardening, error) {
 	return h, h.Validate()
 }
 
-// OptionsFromConfig builds the runtime's options from the configuration;
-// cmd/conch adds Known, Audit, Logger and BuildProgress. With coder.agent
-// set, Agents holds it (the image gets that CLI); CONCH_NPM_REGISTRY, when
-// set, is the npm registry the CLIs are downloaded from. An unset
+// sandboxOptions builds the runtime's options from the configuration;
+// the callers add Known, Audit, Logger and BuildProgress. With coder.agent
+// set, Agents holds it (the image gets that CLI); sandbox.npm_registry
+// (CONCH_NPM_REGISTRY) is the npm registry the CLIs are downloaded from. An unset
 // sandbox.agent_binary means the running executable when it is static, and
 // no agent (one engine exec per operation) otherwise.
-func OptionsFromConfig(c *config.Config, instanceID string) (Options, error) {
+func sandboxOptions(c *config.Config, instanceID string) (docker.Options, error) {
 	s := c.Sandbox
 	prof, err := c.SandboxProfile()
 	if err != nil {
-		return Options{}, err
+		return docker.Options{}, err
 	}
-	h, err := HardeningFromProfile(prof)
+	h, err := hardeningFromProfile(prof)
 	if err != nil {
-		return Options{}, fmt.Errorf("sandbox.profiles.%s: %w", s.ProfileName(), err)
+		return docker.Options{}, fmt.Errorf("sandbox.profiles.%s: %w", s.ProfileName(), err)
 	}
 	disk, err := s.DiskBytes()
 	if err != nil {
-		return Options{}, err
+		return docker.Options{}, err
 	}
-	o := Options{
+	o := docker.Options{
 		Disk: disk, DiskAuto: s.DiskAuto(),
 		Host: s.Host, Engine: s.Engine, InstanceID: instanceID, Image: s.Image,
 		AgentBinary: s.AgentBinary, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
 		Profile: &h, IdleStop: s.IdleStopD(), Retention: s.RetentionD(), WarmPool: s.WarmPool,
-		NPMRegistry: os.Getenv("CONCH_NPM_REGISTRY"),
+		NPMRegistry: s.NPMRegistry,
 	}
 	// The configured coding agent's CLI is put in the sandbox image.
 	if c.Coder.Agent != "" {
 		o.Agents = []string{c.Coder.Agent}
 	}
 	if o.AgentBinary == "" {
-		if exe, err := os.Executable(); err == nil && CheckStatic(exe) == nil {
+		if exe, err := os.Executable(); err == nil && docker.CheckStatic(exe) == nil {
 			o.AgentBinary = exe
 		}
 	}
