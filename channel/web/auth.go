@@ -17,9 +17,8 @@ import (
 	"conch"
 )
 
-// Cursors is the part of the store the web chat keeps its state in (login
-// tokens, the session key, the conversation list). conch.CursorStore
-// satisfies it; every name starts with "web:".
+// Cursors is the part of the store the web chat keeps its login tokens in.
+// conch.CursorStore satisfies it; every name starts with "web:".
 type Cursors interface {
 	Cursor(ctx context.Context, name string) (string, error)
 	SetCursor(ctx context.Context, name, value string) error
@@ -28,7 +27,6 @@ type Cursors interface {
 // Cursor names.
 const (
 	cursorLogin = "web:login:" // + sha256 of the token, hex
-	cursorConvs = "web:conversations"
 )
 
 // Sessions keeps the web sessions on the server, so that one can be
