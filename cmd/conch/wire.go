@@ -286,7 +286,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
-		Secrets:       configSecrets(d.cfg),
+		Secrets:       configSecrets(d.cfg, d.log),
 		Logger:        d.log,
 	}
 	if h := d.hooks(); h != nil {
@@ -299,12 +299,15 @@ func newAgent(d *deps) (*agent.Agent, error) {
 // redact from tool results: the model's and the coding agent's API keys,
 // the search keys, the channels' tokens and passwords. Secrets kept in files
 // are read here too (from copies: the channels read their own, and report a
-// file that cannot be read).
-func configSecrets(cfg *config.Config) []string {
+// file that cannot be read; here it is logged, since what it holds cannot
+// be redacted).
+func configSecrets(cfg *config.Config, log *slog.Logger) []string {
 	m, e, tg := cfg.Matrix, cfg.Email, cfg.Telegram
-	_ = m.LoadSecrets()
-	_ = e.LoadSecrets()
-	_ = tg.LoadSecrets()
+	for _, load := range []func() error{m.LoadSecrets, e.LoadSecrets, tg.LoadSecrets} {
+		if err := load(); err != nil {
+			log.Warn("a secret file cannot be read, so tool results are not redacted of it", "err", err)
+		}
+	}
 	secrets := []string{
 		cfg.Model.APIKey, cfg.Coder.APIKey,
 		cfg.Search.TavilyAPIKey, cfg.Search.BraveAPIKey,
