@@ -155,10 +155,27 @@ type WebConversation struct {
 	Created time.Time
 }
 
+// AuditKind names what an audit event records.
+type AuditKind string
+
+// Audit kinds: every audited action is one of these.
+const (
+	AuditExec           AuditKind = "exec"            // a command ran in a sandbox (bash tool, `conch sandbox exec`)
+	AuditExecRefused    AuditKind = "exec_refused"    // the bash tool refused a program
+	AuditFileWrite      AuditKind = "file_write"      // a file tool wrote a file
+	AuditWebFetch       AuditKind = "web_fetch"       // a page was fetched
+	AuditWebSearch      AuditKind = "web_search"      // a web search ran
+	AuditSandboxCreate  AuditKind = "sandbox_create"  // a sandbox was created (or taken from the pool)
+	AuditSandboxRestart AuditKind = "sandbox_restart" // a sandbox was restarted
+	AuditSandboxRemove  AuditKind = "sandbox_remove"  // a sandbox was removed
+	AuditEgressRefused  AuditKind = "egress_refused"  // the coding agent's egress refused a request
+	AuditBudgetRefused  AuditKind = "budget_refused"  // a model call was refused by a budget
+)
+
 // AuditEvent is one audited action.
 type AuditEvent struct {
 	At           time.Time
-	Kind         string // "exec", "sandbox_create", …
+	Kind         AuditKind
 	Conversation ConversationKey
 	Detail       json.RawMessage
 }

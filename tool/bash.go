@@ -118,7 +118,7 @@ func (b *Bash) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) 
 	}
 	if msg := b.checkAllowed(cmd); msg != "" {
 		if b.opts.Auditor != nil {
-			if err := audit(ctx, b.opts.Auditor, b.opts.Now(), "exec_refused", env.Conversation, map[string]any{
+			if err := conch.RecordAudit(ctx, b.opts.Auditor, b.opts.Now(), conch.AuditExecRefused, env.Conversation, map[string]any{
 				"tool": "bash", "argv": cmd.Argv, "reason": msg,
 			}); err != nil {
 				return conch.ToolOutput{}, fmt.Errorf("bash: %w", err)
@@ -260,7 +260,7 @@ func (b *Bash) audit(ctx context.Context, env conch.ToolEnv, containerID string,
 		detail["exit_code"] = -1
 		detail["error"] = execErr.Error()
 	}
-	return audit(ctx, b.opts.Auditor, b.opts.Now(), "exec", env.Conversation, detail)
+	return conch.RecordAudit(ctx, b.opts.Auditor, b.opts.Now(), conch.AuditExec, env.Conversation, detail)
 }
 
 // formatExec renders a result for the model: a status line, then the

@@ -277,7 +277,7 @@ func (t *WriteFile) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 		if werr != nil {
 			detail["error"] = werr.Error()
 		}
-		if err := audit(ctx, t.opts.Auditor, t.opts.Now(), "file_write", env.Conversation, detail); err != nil {
+		if err := conch.RecordAudit(ctx, t.opts.Auditor, t.opts.Now(), conch.AuditFileWrite, env.Conversation, detail); err != nil {
 			return conch.ToolOutput{}, fmt.Errorf("write_file: %w", err)
 		}
 	}
@@ -345,19 +345,4 @@ func (t *ListFiles) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 		fmt.Fprintf(&b, "%s %10s  %s  %s\n", e.Mode.String(), size, e.ModTime.UTC().Format("2006-01-02 15:04"), name)
 	}
 	return conch.ToolOK(strings.TrimSuffix(b.String(), "\n")), nil
-}
-
-// audit records one event.
-func audit(ctx context.Context, a conch.AuditStore, at time.Time, kind string, key conch.ConversationKey, detail map[string]any) error {
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	// What ran must be recorded even when the turn was cancelled meanwhile.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := a.Audit(actx, conch.AuditEvent{At: at, Kind: kind, Conversation: key, Detail: b}); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
 }

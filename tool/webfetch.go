@@ -200,7 +200,7 @@ func (w *WebFetch) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessa
 			detail["error"] = err.Error()
 			detail["refused"] = errors.Is(err, netpolicy.ErrRefused)
 		}
-		if aerr := audit(ctx, w.opts.Auditor, start, "web_fetch", env.Conversation, detail); aerr != nil {
+		if aerr := conch.RecordAudit(ctx, w.opts.Auditor, start, conch.AuditWebFetch, env.Conversation, detail); aerr != nil {
 			return conch.ToolOutput{}, fmt.Errorf("web_fetch: %w", aerr)
 		}
 	}

@@ -108,7 +108,7 @@ func (w *WebSearch) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 		if err != nil {
 			detail["error"] = err.Error()
 		}
-		if aerr := audit(ctx, w.opts.Auditor, start, "web_search", env.Conversation, detail); aerr != nil {
+		if aerr := conch.RecordAudit(ctx, w.opts.Auditor, start, conch.AuditWebSearch, env.Conversation, detail); aerr != nil {
 			return conch.ToolOutput{}, fmt.Errorf("web_search: %w", aerr)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -414,8 +413,8 @@ func coderRoute(d *deps, p coder.Profile) (route func(ctx context.Context, key c
 			if e.Allowed || d.audit == nil {
 				return
 			}
-			detail, _ := json.Marshal(map[string]string{"method": e.Method, "target": e.Target, "reason": e.Reason})
-			if err := d.audit.Audit(context.Background(), conch.AuditEvent{At: time.Now(), Kind: "egress_refused", Detail: detail}); err != nil {
+			detail := map[string]string{"method": e.Method, "target": e.Target, "reason": e.Reason}
+			if err := conch.RecordAudit(context.Background(), d.audit, time.Now(), conch.AuditEgressRefused, conch.ConversationKey{}, detail); err != nil {
 				d.log.Warn("audit egress refusal", "err", err)
 			}
 		},
