@@ -12,7 +12,7 @@ import (
 )
 
 // Handled markers and sent ids (migration 0011): rows that expire, deleted
-// by the janitor (RunJanitor).
+// by the janitor (RunJanitor) with the expired web login tokens.
 const (
 	// An expired marker not yet pruned counts as absent: marking it again
 	// renews it and reports first.
@@ -69,11 +69,11 @@ func (d *DB) SentConversation(ctx context.Context, channel conch.ChannelName, id
 	return conch.ConversationKey{Channel: channel, ID: conv}, true, nil
 }
 
-// Prune deletes the markers and sent ids expired at now and reports how
-// many rows went.
+// Prune deletes the markers, sent ids and web login tokens expired at now
+// and reports how many rows went.
 func (d *DB) Prune(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
-	for _, q := range []string{sqlPruneMarkers, sqlPruneSent} {
+	for _, q := range []string{sqlPruneMarkers, sqlPruneSent, sqlPruneWebLogins} {
 		res, err := d.w.ExecContext(ctx, q, millis(now))
 		if err != nil {
 			return total, fmt.Errorf("prune: %w", err)

@@ -33,6 +33,9 @@ func TestMigrateStateTables(t *testing.T) {
 		"email:sent:conch.abc@example.org":     "alice@example.org <root@example.org>",
 		"email:INBOX:uid":                      "7:12:1790000000",
 		"matrix:@conch:example.org:next_batch": "s1",
+		"web:login:aaaa":                       "1790000000000",
+		"web:login:bbbb":                       "used 2026-11-01T10:00:00Z",
+		"pairing:code:ABCDEFGH":                "",
 	} {
 		if _, err := conn.ExecContext(ctx, `INSERT INTO cursors (name, value, updated_at) VALUES (?, ?, ?)`, name, value, at); err != nil {
 			t.Fatal(err)
@@ -75,6 +78,7 @@ func TestMigrateStateTables(t *testing.T) {
 	check("cursors left", rows(`SELECT name, value, updated_at FROM cursors ORDER BY name`),
 		fmt.Sprintf("email:INBOX:uid|7:12:1790000000|%d", at),
 		fmt.Sprintf("matrix:@conch:example.org:next_batch|s1|%d", at))
+	check("web logins", rows(`SELECT token_hash, expires_at, 0 FROM web_logins`), "aaaa|1790000000000|0")
 	var sentExp int64
 	if err := conn.QueryRowContext(ctx, `SELECT expires_at FROM sent_ids`).Scan(&sentExp); err != nil || sentExp != at+conch.SentTTL.Milliseconds() {
 		t.Errorf("sent id expires at %d (%v), want %d", sentExp, err, at+conch.SentTTL.Milliseconds())
@@ -279,5 +283,61 @@ func TestWebConversationsAcrossProcesses(t *testing.T) {
 	}
 	if len(list) != 2*each || len(titles) != 2*each {
 		t.Errorf("got %d conversations with %d distinct titles, want %d each", len(list), len(titles), 2*each)
+	}
+}
+
+// Storing "" deletes the cursor's row: a cleared cursor (a used pairing
+// code) leaves nothing behind.
+func TestSetEmptyCursorDeletes(t *testing.T) {
+	ctx := context.Background()
+	d, err := Open(ctx, MemoryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.SetCursor(ctx, "pairing:code:ABC", `{"code":"ABC"}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetCursor(ctx, "pairing:code:ABC", ""); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := d.Cursor(ctx, "pairing:code:ABC"); v != "" || err != nil {
+		t.Errorf("Cursor after clearing: got %q (%v), want \"\"", v, err)
+	}
+	var n int
+	if err := d.r.QueryRowContext(ctx, `SELECT count(*) FROM cursors`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("rows after clearing: got %d (%v), want 0", n, err)
+	}
+	if err := d.SetCursor(ctx, "never:set", ""); err != nil {
+		t.Errorf("clearing an unset cursor: %v", err)
+	}
+}
+
+// A login token is taken once; an expired one is pruned.
+func TestWebLogins(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
+	d, err := Open(ctx, MemoryPath, WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	exp := now.Add(10 * time.Minute)
+	for _, h := range []string{"used", "left"} {
+		if err := d.CreateWebLogin(ctx, h, exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, ok, err := d.TakeWebLogin(ctx, "used"); err != nil || !ok || !got.Equal(exp) {
+		t.Fatalf("take: got %v %v (%v), want %v", got, ok, err, exp)
+	}
+	if _, ok, err := d.TakeWebLogin(ctx, "used"); err != nil || ok {
+		t.Fatalf("take again: got %v (%v), want none", ok, err)
+	}
+	if n, err := d.Prune(ctx, exp); err != nil || n != 1 {
+		t.Fatalf("prune at expiry: %d rows (%v), want the token left", n, err)
+	}
+	if _, ok, err := d.TakeWebLogin(ctx, "left"); err != nil || ok {
+		t.Fatalf("take pruned: got %v (%v), want none", ok, err)
 	}
 }

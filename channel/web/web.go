@@ -57,7 +57,7 @@ type Options struct {
 	// Control stops and resets conversations. Required.
 	Control conch.ConversationControl
 	// Store keeps login tokens. Required.
-	Store Cursors
+	Store Logins
 	// Sessions keeps the sessions; nil keeps them in memory (they end
 	// with the process).
 	Sessions Sessions

@@ -29,12 +29,12 @@ type testServer struct {
 	read  *fakeRead
 	boxes *fakeSandboxes
 	terms *fakeTerminals
-	store Cursors
+	store Logins
 }
 
 func newTestServer(t *testing.T, mod ...func(*Options)) *testServer {
 	t.Helper()
-	ts := &testServer{t: t, hub: newFakeHub(), read: &fakeRead{}, boxes: &fakeSandboxes{}, terms: &fakeTerminals{lines: make(chan string, 100)}, store: NewMemCursors()}
+	ts := &testServer{t: t, hub: newFakeHub(), read: &fakeRead{}, boxes: &fakeSandboxes{}, terms: &fakeTerminals{lines: make(chan string, 100)}, store: NewMemLogins()}
 	ts.gw = newFakeGateway(ts.hub)
 	opts := Options{
 		Events: ts.hub, Control: ts.gw, Store: ts.store, Read: ts.read, History: ts.gw,
@@ -804,7 +804,7 @@ func TestTerminalSocketStreamsOutput(t *testing.T) {
 
 func TestSendBeforeRunIsRefused(t *testing.T) {
 	hub := newFakeHub()
-	ch, err := New(Options{Events: hub, Control: newFakeGateway(hub), Store: NewMemCursors()})
+	ch, err := New(Options{Events: hub, Control: newFakeGateway(hub), Store: NewMemLogins()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 -- 0011: a table per concept for what the cursors table held besides channel
--- positions, moving the existing rows.
+-- positions and settings, moving the existing rows.
 --
 -- web_conversations: the web chat's list, one row each (was the JSON array in
 -- cursor 'web:conversations', read-modified-written in one process). seq
@@ -58,7 +58,28 @@ SELECT 'email', substr(name, 12), value, updated_at, updated_at + 31536000000
 FROM cursors
 WHERE substr(name, 1, 11) = 'email:sent:' AND length(name) > 11 AND value != '';
 
+-- web_logins: the web chat's single-use login tokens, SHA-256 hex of the
+-- token (was cursor 'web:login:<hash>' holding the expiry in unix ms, or
+-- 'used <time>' once used). A token is deleted when used; expired ones are
+-- pruned by the janitor. Used ones are not moved.
+CREATE TABLE web_logins (
+	token_hash TEXT    PRIMARY KEY CHECK (token_hash != ''),
+	expires_at INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX web_logins_expires ON web_logins (expires_at);
+
+INSERT OR IGNORE INTO web_logins (token_hash, expires_at)
+SELECT substr(name, 11), CAST(value AS INTEGER)
+FROM cursors
+WHERE substr(name, 1, 10) = 'web:login:' AND length(name) > 10
+  AND value != '' AND value NOT GLOB '*[^0-9]*';
+
 DELETE FROM cursors
 WHERE name = 'web:conversations'
    OR substr(name, 1, 8) = 'command:'
-   OR substr(name, 1, 11) = 'email:sent:';
+   OR substr(name, 1, 11) = 'email:sent:'
+   OR substr(name, 1, 10) = 'web:login:';
+
+-- A cursor storing "" is none (SetCursor now deletes the row): drop those
+-- left behind (cleared pairing codes).
+DELETE FROM cursors WHERE value = '';
