@@ -112,10 +112,70 @@ type CursorStore interface {
 	SetCursor(ctx context.Context, name, value string) error
 }
 
+// How long the store keeps what expires; its janitor deletes older rows.
+const (
+	// MarkerTTL is how long a handled marker is kept. It outlasts the longest
+	// window a redelivery or resume can span: channels redeliver what they
+	// had not acknowledged when conch stopped (IMAP from the stored UID,
+	// Matrix from its sync token, Telegram's updates for 24 hours) and the
+	// gateway resumes unfinished turns at the next start, all within days of
+	// the original; Matrix keeps its own sending records 30 days likewise.
+	MarkerTTL = 30 * 24 * time.Hour
+	// SentTTL is how long a sent message's id is kept: besides stopping a
+	// re-send after a crash (which MarkerTTL would cover) it threads a late
+	// reply to the conversation it answers, so it is kept a year.
+	SentTTL = 365 * 24 * time.Hour
+)
+
+// MarkerStore remembers external ids already handled, so that a redelivery
+// after a crash is recognised (the gateway's handled commands; any channel's
+// "already handled" ids). Markers expire after MarkerTTL.
+type MarkerStore interface {
+	// Mark records id in scope as handled and reports whether it was not
+	// marked before. It is one statement: of two processes marking the
+	// same id, one gets first = true.
+	Mark(ctx context.Context, scope, id string) (first bool, err error)
+}
+
+// SentStore remembers the ids of messages a channel sent (email: a reply's
+// Message-ID) and the conversation each belongs to. They expire after
+// SentTTL.
+type SentStore interface {
+	// RecordSent records that the message id was sent in conversation key.
+	RecordSent(ctx context.Context, key ConversationKey, id string) error
+	// SentConversation returns the conversation of a message id sent on
+	// channel; ok is false when none is recorded.
+	SentConversation(ctx context.Context, channel ChannelName, id string) (key ConversationKey, ok bool, err error)
+}
+
+// WebConversation is one entry of the web chat's conversation list.
+type WebConversation struct {
+	ID      string
+	Title   string
+	Created time.Time
+}
+
+// AuditKind names what an audit event records.
+type AuditKind string
+
+// Audit kinds: every audited action is one of these.
+const (
+	AuditExec           AuditKind = "exec"            // a command ran in a sandbox (bash tool, `conch sandbox exec`)
+	AuditExecRefused    AuditKind = "exec_refused"    // the bash tool refused a program
+	AuditFileWrite      AuditKind = "file_write"      // a file tool wrote a file
+	AuditWebFetch       AuditKind = "web_fetch"       // a page was fetched
+	AuditWebSearch      AuditKind = "web_search"      // a web search ran
+	AuditSandboxCreate  AuditKind = "sandbox_create"  // a sandbox was created (or taken from the pool)
+	AuditSandboxRestart AuditKind = "sandbox_restart" // a sandbox was restarted
+	AuditSandboxRemove  AuditKind = "sandbox_remove"  // a sandbox was removed
+	AuditEgressRefused  AuditKind = "egress_refused"  // the coding agent's egress refused a request
+	AuditBudgetRefused  AuditKind = "budget_refused"  // a model call was refused by a budget
+)
+
 // AuditEvent is one audited action.
 type AuditEvent struct {
 	At           time.Time
-	Kind         string // "exec", "sandbox_create", …
+	Kind         AuditKind
 	Conversation ConversationKey
 	Detail       json.RawMessage
 }
@@ -130,6 +190,8 @@ type Store interface {
 	TurnStore
 	FactStore
 	CursorStore
+	MarkerStore
+	SentStore
 	AuditStore
 	Close() error
 }

@@ -117,8 +117,8 @@ else:
 `
 
 // ConnServer serves one client connection and closes it. A Bridge hands
-// it every connection made to its port in the sandbox; Proxy and Injector
-// implement it.
+// it every connection made to its port in the sandbox; the Injector
+// implements it.
 type ConnServer interface {
 	ServeConn(ctx context.Context, c net.Conn) error
 }
@@ -143,7 +143,7 @@ type BridgeOptions struct {
 }
 
 // Bridge carries connections made to a port on the sandbox's loopback to a
-// ConnServer on the host (the Injector, or the CONNECT Proxy), over the
+// ConnServer on the host (the Injector), over the
 // sandbox's Exec streams: the sandbox needs no network.
 type Bridge struct {
 	sb    conch.Sandbox

@@ -1,32 +1,13 @@
 package egress
 
 import (
-	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 )
-
-func TestSilentClientIsClosed(t *testing.T) {
-	p := New(Options{Hosts: []string{"example.org"}, RequestTimeout: 50 * time.Millisecond})
-	// A client that never sends anything.
-	server, client := net.Pipe()
-	defer client.Close()
-	done := make(chan error, 1)
-	go func() { done <- p.ServeConn(context.Background(), server) }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "no request within") {
-			t.Fatalf("got %v, want the request timeout", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a client that never sent a request held its stream")
-	}
-}
 
 func TestQueueOverflowEndsTunnel(t *testing.T) {
 	q := newByteQueue()

@@ -30,9 +30,11 @@ type Store interface {
 	Turn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	Conversations(ctx context.Context) ([]conch.ConversationKey, error)
 	ResetConversation(ctx context.Context, key conch.ConversationKey) error
-	// Cursor and SetCursor remember handled commands (see seenCommand).
+	// Cursor and SetCursor keep the outbound id salt.
 	Cursor(ctx context.Context, name string) (string, error)
 	SetCursor(ctx context.Context, name, value string) error
+	// Mark remembers handled commands (see seenCommand).
+	Mark(ctx context.Context, scope, id string) (first bool, err error)
 }
 
 // Runner runs one turn of the agent loop. *agent.Agent satisfies it.
@@ -129,25 +131,23 @@ type Gateway struct {
 // seenCommand reports whether the command was handled before, and
 // remembers it. Messages are de-duplicated by the store with their turns;
 // commands are never stored as messages, so their external ids are kept as
-// cursors: a channel that redelivers after a crash cannot repeat a /reset.
+// markers (scope markerCommand, id "<channel>:<external id>", kept
+// conch.MarkerTTL): a channel that redelivers after a crash cannot repeat a
+// /reset.
 func (g *Gateway) seenCommand(ctx context.Context, in conch.Inbound) bool {
 	if in.ExternalID == "" {
 		return false
 	}
-	name := "command:" + string(in.Key.Channel) + ":" + in.ExternalID
-	v, err := g.opts.Store.Cursor(ctx, name)
+	first, err := g.opts.Store.Mark(ctx, markerCommand, string(in.Key.Channel)+":"+in.ExternalID)
 	if err != nil {
-		g.log.Warn("read handled commands", "err", err)
+		g.log.Warn("remember handled command", "err", err)
 		return false
 	}
-	if v != "" {
-		return true
-	}
-	if err := g.opts.Store.SetCursor(ctx, name, g.opts.Now().UTC().Format(time.RFC3339)); err != nil {
-		g.log.Warn("remember handled command", "err", err)
-	}
-	return false
+	return !first
 }
+
+// markerCommand is the marker scope of handled commands.
+const markerCommand = "command"
 
 var (
 	_ conch.Handler             = (*Gateway)(nil)

@@ -56,8 +56,8 @@ func TestBudgetStopsTurnAndUsageCommand(t *testing.T) {
 		t.Errorf("turns %+v: want one stopped by the budget", turns)
 	}
 	audits, err := db.AuditEvents(ctx, time.Time{}, 10)
-	if err != nil || len(audits) != 1 || audits[0].Kind != usage.AuditBudget {
-		t.Errorf("audit: got %+v %v, want one %s", audits, err, usage.AuditBudget)
+	if err != nil || len(audits) != 1 || audits[0].Kind != conch.AuditBudgetRefused {
+		t.Errorf("audit: got %+v %v, want one %s", audits, err, conch.AuditBudgetRefused)
 	}
 
 	// A scheduled wake is held to the same budget.

@@ -58,7 +58,7 @@ func NewAudit(w io.Writer, store conch.AuditStore, log *slog.Logger) *Audit {
 
 type auditLine struct {
 	At           string          `json:"at"`
-	Kind         string          `json:"kind"`
+	Kind         conch.AuditKind `json:"kind"`
 	Conversation string          `json:"conversation,omitempty"`
 	Detail       json.RawMessage `json:"detail,omitempty"`
 }

@@ -13,6 +13,7 @@ const (
 	sqlCursor    = `SELECT value FROM cursors WHERE name = ?`
 	sqlSetCursor = `INSERT INTO cursors (name, value, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
+	sqlDeleteCursor = `DELETE FROM cursors WHERE name = ?`
 )
 
 // Cursor returns the named channel position, "" when none is stored.
@@ -32,10 +33,16 @@ func (d *DB) Cursor(ctx context.Context, name string) (string, error) {
 }
 
 // SetCursor stores the named channel position. Storing "" is the same as
-// having none.
+// having none: the row is deleted.
 func (d *DB) SetCursor(ctx context.Context, name, value string) error {
 	if name == "" {
 		return fmt.Errorf("set cursor: %w", conch.Errorf(conch.KindInvalid, "cursor name is empty"))
+	}
+	if value == "" {
+		if _, err := d.ws.deleteCursor.ExecContext(ctx, name); err != nil {
+			return fmt.Errorf("delete cursor %q: %w", name, err)
+		}
+		return nil
 	}
 	if _, err := d.ws.setCursor.ExecContext(ctx, name, value, millis(d.now())); err != nil {
 		return fmt.Errorf("set cursor %q: %w", name, err)

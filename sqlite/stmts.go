@@ -17,6 +17,7 @@ type writeStmts struct {
 	turnByID, turnByExternalID, startTurn, finishTurn          *sql.Stmt
 	appendMessage, recordStep, resetConversation               *sql.Stmt
 	stopUnfinished, remember, forget, setCursor, audit         *sql.Stmt
+	deleteCursor                                               *sql.Stmt
 	appendEvent, addSummary, setContextUse                     *sql.Stmt
 	recordUsage                                                *sql.Stmt
 }
@@ -55,6 +56,7 @@ func (w *writeStmts) specs() []stmtSpec {
 		{&w.remember, sqlRemember},
 		{&w.forget, sqlForget},
 		{&w.setCursor, sqlSetCursor},
+		{&w.deleteCursor, sqlDeleteCursor},
 		{&w.audit, sqlAudit},
 		{&w.appendEvent, sqlAppendEvent},
 		{&w.addSummary, sqlAddSummary},

@@ -62,3 +62,33 @@ func (d *DB) PruneWebSessions(ctx context.Context, now time.Time) error {
 	}
 	return nil
 }
+
+// The web chat's single-use login tokens (channel/web.Logins): hashes only,
+// deleted when used, pruned by the janitor when expired.
+const (
+	sqlCreateWebLogin = `INSERT INTO web_logins (token_hash, expires_at) VALUES (?, ?)`
+	sqlTakeWebLogin   = `DELETE FROM web_logins WHERE token_hash = ? RETURNING expires_at`
+	sqlPruneWebLogins = `DELETE FROM web_logins WHERE expires_at <= ?`
+)
+
+// CreateWebLogin stores a new login token's hash.
+func (d *DB) CreateWebLogin(ctx context.Context, tokenHash string, expires time.Time) error {
+	if _, err := d.w.ExecContext(ctx, sqlCreateWebLogin, tokenHash, millis(expires)); err != nil {
+		return fmt.Errorf("create web login: %w", err)
+	}
+	return nil
+}
+
+// TakeWebLogin deletes a login token's hash and returns its expiry; ok is
+// false when there was none.
+func (d *DB) TakeWebLogin(ctx context.Context, tokenHash string) (time.Time, bool, error) {
+	var exp int64
+	err := d.w.QueryRowContext(ctx, sqlTakeWebLogin, tokenHash).Scan(&exp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("take web login: %w", err)
+	}
+	return fromMillis(exp), true, nil
+}

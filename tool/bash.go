@@ -86,18 +86,16 @@ func (b *Bash) Spec() conch.ToolSpec {
 	if len(b.opts.Allow) > 0 {
 		desc += " Allowed programs: " + strings.Join(b.opts.Allow, ", ") + "."
 	}
-	params := fmt.Sprintf(`{"type":"object","properties":{`+
-		`"command":{"type":"string","description":"the program and its arguments, e.g. git status --short"},`+
-		`"timeout_seconds":{"type":"integer","minimum":1,"maximum":%d,"description":"kill the program after this many seconds (default and maximum %d)"},`+
-		`"workdir":{"type":"string","description":"working directory, relative to /workspace or absolute under /workspace or /tmp (default /workspace)"}},`+
-		`"required":["command"],"additionalProperties":false}`, int(b.opts.Timeout.Seconds()), int(b.opts.Timeout.Seconds()))
-	return conch.ToolSpec{Name: "bash", Description: desc, Parameters: json.RawMessage(params)}
+	secs := int(b.opts.Timeout.Seconds())
+	params := schemaFor[bashArgs](maximum("timeout_seconds", float64(secs),
+		fmt.Sprintf("kill the program after this many seconds (default and maximum %d)", secs)))
+	return conch.ToolSpec{Name: "bash", Description: desc, Parameters: params}
 }
 
 type bashArgs struct {
-	Command        string  `json:"command"`
-	TimeoutSeconds float64 `json:"timeout_seconds"`
-	Workdir        string  `json:"workdir"`
+	Command        string  `json:"command" jsonschema:"the program and its arguments, e.g. git status --short"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" schema:"type=integer,minimum=1"`
+	Workdir        string  `json:"workdir,omitempty" jsonschema:"working directory, relative to /workspace or absolute under /workspace or /tmp (default /workspace)"`
 }
 
 // Run implements conch.Tool.
@@ -118,7 +116,7 @@ func (b *Bash) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) 
 	}
 	if msg := b.checkAllowed(cmd); msg != "" {
 		if b.opts.Auditor != nil {
-			if err := audit(ctx, b.opts.Auditor, b.opts.Now(), "exec_refused", env.Conversation, map[string]any{
+			if err := conch.RecordAudit(ctx, b.opts.Auditor, b.opts.Now(), conch.AuditExecRefused, env.Conversation, map[string]any{
 				"tool": "bash", "argv": cmd.Argv, "reason": msg,
 			}); err != nil {
 				return conch.ToolOutput{}, fmt.Errorf("bash: %w", err)
@@ -260,7 +258,7 @@ func (b *Bash) audit(ctx context.Context, env conch.ToolEnv, containerID string,
 		detail["exit_code"] = -1
 		detail["error"] = execErr.Error()
 	}
-	return audit(ctx, b.opts.Auditor, b.opts.Now(), "exec", env.Conversation, detail)
+	return conch.RecordAudit(ctx, b.opts.Auditor, b.opts.Now(), conch.AuditExec, env.Conversation, detail)
 }
 
 // formatExec renders a result for the model: a status line, then the

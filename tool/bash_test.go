@@ -229,7 +229,7 @@ func TestBashAllowlist(t *testing.T) {
 	if !strings.Contains(bash.Spec().Description, "Allowed programs: echo, /bin/true.") {
 		t.Errorf("spec does not list the allowed programs: %s", bash.Spec().Description)
 	}
-	kinds := map[string]int{}
+	kinds := map[conch.AuditKind]int{}
 	for _, e := range log.events {
 		kinds[e.Kind]++
 	}

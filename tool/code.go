@@ -53,17 +53,17 @@ func (t *Code) Spec() conch.ToolSpec {
 			"It keeps its session between tasks, so it remembers earlier ones. Describe the task fully; long tasks are "+
 			"passed through a file. Returns when the agent finished its turn or asks something (then answer with "+
 			"respond_to_agent), with its answer, the files of the workspace it changed and what its screen showed.", t.O.Profile.Name),
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"task":{"type":"string","description":"what the coding agent should do"}},` +
-			`"required":["task"],"additionalProperties":false}`),
+		Parameters: schemaFor[codeArgs](),
 	}
+}
+
+type codeArgs struct {
+	Task string `json:"task" jsonschema:"what the coding agent should do"`
 }
 
 // Run implements conch.Tool.
 func (t *Code) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Task string `json:"task"`
-	}
+	var args codeArgs
 	if err := unmarshalArgs(raw, &args); err != nil || strings.TrimSpace(args.Task) == "" {
 		return conch.ToolFail(`code takes {"task": string}, a non-empty task`), nil
 	}
@@ -81,17 +81,17 @@ func (t *RespondToAgent) Spec() conch.ToolSpec {
 		Name: "respond_to_agent",
 		Description: "Answer the coding agent when it asks a question or for permission (for a menu, the number of the " +
 			"choice, e.g. 1). With an empty text, keep waiting for an agent that is still working. Returns like code.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"text":{"type":"string","description":"your answer; empty to keep waiting"}},` +
-			`"required":["text"],"additionalProperties":false}`),
+		Parameters: schemaFor[respondArgs](),
 	}
+}
+
+type respondArgs struct {
+	Text *string `json:"text" jsonschema:"your answer; empty to keep waiting" schema:"type=string"`
 }
 
 // Run implements conch.Tool.
 func (t *RespondToAgent) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Text *string `json:"text"`
-	}
+	var args respondArgs
 	if err := unmarshalArgs(raw, &args); err != nil || args.Text == nil {
 		return conch.ToolFail(`respond_to_agent takes {"text": string}`), nil
 	}

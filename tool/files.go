@@ -136,17 +136,17 @@ func (t *ReadFile) Spec() conch.ToolSpec {
 		Description: fmt.Sprintf("Read a text file in your computer. Relative paths are under /workspace; only "+
 			"/workspace and /tmp are allowed. Returns at most %d bytes; for a part of a longer file use bash, "+
 			"e.g. `sed -n '200,300p' file`.", t.opts.MaxRead),
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"path":{"type":"string","description":"file path, relative to /workspace or absolute under /workspace or /tmp"}},` +
-			`"required":["path"],"additionalProperties":false}`),
+		Parameters: schemaFor[readFileArgs](),
 	}
+}
+
+type readFileArgs struct {
+	Path string `json:"path" jsonschema:"file path, relative to /workspace or absolute under /workspace or /tmp"`
 }
 
 // Run implements conch.Tool.
 func (t *ReadFile) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Path string `json:"path"`
-	}
+	var args readFileArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return conch.ToolFail(`read_file needs {"path": string}: ` + err.Error()), nil
 	}
@@ -224,21 +224,19 @@ func (t *WriteFile) Spec() conch.ToolSpec {
 		Description: fmt.Sprintf("Create or replace a file in your computer with the given content (at most %d bytes). "+
 			"Relative paths are under /workspace; only /workspace and /tmp are allowed. Missing directories are created. "+
 			"The file is replaced atomically. Set executable to run it as a program afterwards.", t.opts.MaxWrite),
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"path":{"type":"string","description":"file path, relative to /workspace or absolute under /workspace or /tmp"},` +
-			`"content":{"type":"string","description":"the complete new content of the file"},` +
-			`"executable":{"type":"boolean","description":"make the file executable (mode 0755 instead of 0644)"}},` +
-			`"required":["path","content"],"additionalProperties":false}`),
+		Parameters: schemaFor[writeFileArgs](),
 	}
+}
+
+type writeFileArgs struct {
+	Path       string  `json:"path" jsonschema:"file path, relative to /workspace or absolute under /workspace or /tmp"`
+	Content    *string `json:"content" jsonschema:"the complete new content of the file" schema:"type=string"`
+	Executable bool    `json:"executable,omitempty" jsonschema:"make the file executable (mode 0755 instead of 0644)"`
 }
 
 // Run implements conch.Tool.
 func (t *WriteFile) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Path       string  `json:"path"`
-		Content    *string `json:"content"`
-		Executable bool    `json:"executable"`
-	}
+	var args writeFileArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return conch.ToolFail(`write_file needs {"path": string, "content": string}: ` + err.Error()), nil
 	}
@@ -277,7 +275,7 @@ func (t *WriteFile) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 		if werr != nil {
 			detail["error"] = werr.Error()
 		}
-		if err := audit(ctx, t.opts.Auditor, t.opts.Now(), "file_write", env.Conversation, detail); err != nil {
+		if err := conch.RecordAudit(ctx, t.opts.Auditor, t.opts.Now(), conch.AuditFileWrite, env.Conversation, detail); err != nil {
 			return conch.ToolOutput{}, fmt.Errorf("write_file: %w", err)
 		}
 	}
@@ -293,17 +291,17 @@ func (t *ListFiles) Spec() conch.ToolSpec {
 		Name: "list_files",
 		Description: "List a directory in your computer: type and permissions, size in bytes, modification time (UTC) " +
 			"and name (directories end in /). Without a path it lists /workspace; only /workspace and /tmp are allowed.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"path":{"type":"string","description":"directory, relative to /workspace or absolute under /workspace or /tmp; default /workspace"}},` +
-			`"additionalProperties":false}`),
+		Parameters: schemaFor[listFilesArgs](),
 	}
+}
+
+type listFilesArgs struct {
+	Path string `json:"path,omitempty" jsonschema:"directory, relative to /workspace or absolute under /workspace or /tmp; default /workspace"`
 }
 
 // Run implements conch.Tool.
 func (t *ListFiles) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Path string `json:"path"`
-	}
+	var args listFilesArgs
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &args); err != nil {
 			return conch.ToolFail(`list_files takes {"path": string}: ` + err.Error()), nil
@@ -345,19 +343,4 @@ func (t *ListFiles) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 		fmt.Fprintf(&b, "%s %10s  %s  %s\n", e.Mode.String(), size, e.ModTime.UTC().Format("2006-01-02 15:04"), name)
 	}
 	return conch.ToolOK(strings.TrimSuffix(b.String(), "\n")), nil
-}
-
-// audit records one event.
-func audit(ctx context.Context, a conch.AuditStore, at time.Time, kind string, key conch.ConversationKey, detail map[string]any) error {
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	// What ran must be recorded even when the turn was cancelled meanwhile.
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := a.Audit(actx, conch.AuditEvent{At: at, Kind: kind, Conversation: key, Detail: b}); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
 }

@@ -35,15 +35,18 @@ func (Remember) Spec() conch.ToolSpec {
 	return conch.ToolSpec{
 		Name:        "remember",
 		Description: "Remember a stable fact about the person you are talking to (name, preferences, ongoing projects). It is shown to you in every later conversation with them, in the <memory> block. Storing an existing key replaces its value.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"key":{"type":"string","description":"short identifier, e.g. name, timezone, editor"},` +
-			`"value":{"type":"string","description":"the fact"}},"required":["key","value"]}`),
+		Parameters:  schemaFor[rememberArgs](),
 	}
+}
+
+type rememberArgs struct {
+	Key   string `json:"key" jsonschema:"short identifier, e.g. name, timezone, editor"`
+	Value string `json:"value" jsonschema:"the fact"`
 }
 
 // Run implements conch.Tool.
 func (Remember) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct{ Key, Value string }
+	var args rememberArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return conch.ToolFail("remember needs {\"key\": string, \"value\": string}: " + err.Error()), nil
 	}
@@ -72,13 +75,17 @@ func (Forget) Spec() conch.ToolSpec {
 	return conch.ToolSpec{
 		Name:        "forget",
 		Description: "Forget a fact stored with remember, by its key.",
-		Parameters:  json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}},"required":["key"]}`),
+		Parameters:  schemaFor[forgetArgs](),
 	}
+}
+
+type forgetArgs struct {
+	Key string `json:"key"`
 }
 
 // Run implements conch.Tool.
 func (Forget) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct{ Key string }
+	var args forgetArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return conch.ToolFail("forget needs {\"key\": string}: " + err.Error()), nil
 	}

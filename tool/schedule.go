@@ -27,27 +27,22 @@ func (t *Schedule) Spec() conch.ToolSpec {
 			"then goes to the person. Write the message as an instruction to your future self (\"check the build in " +
 			"terminal 0; tell the person only if it fails\"). \"list\" shows wakes and watches, \"cancel\" removes one by id. " +
 			"Wakes survive restarts; one missed while conch was down fires once when it is back.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"action":{"type":"string","enum":["at","after","cron","list","cancel"]},` +
-			`"time":{"type":"string","description":"for at: RFC 3339, e.g. 2026-11-24T09:00:00Z"},` +
-			`"delay":{"type":"string","description":"for after: e.g. 45m, 2h"},` +
-			`"cron":{"type":"string","description":"for cron: e.g. \"0 * * * *\" (hourly)"},` +
-			`"message":{"type":"string","description":"for at/after/cron: what you will be told when it fires"},` +
-			`"id":{"type":"string","description":"for cancel"}},` +
-			`"required":["action"],"additionalProperties":false}`),
+		Parameters: schemaFor[scheduleArgs](),
 	}
+}
+
+type scheduleArgs struct {
+	Action  string `json:"action" schema:"enum=at|after|cron|list|cancel"`
+	Time    string `json:"time,omitempty" jsonschema:"for at: RFC 3339, e.g. 2026-11-24T09:00:00Z"`
+	Delay   string `json:"delay,omitempty" jsonschema:"for after: e.g. 45m, 2h"`
+	Cron    string `json:"cron,omitempty" jsonschema:"for cron: e.g. \"0 * * * *\" (hourly)"`
+	Message string `json:"message,omitempty" jsonschema:"for at/after/cron: what you will be told when it fires"`
+	ID      string `json:"id,omitempty" jsonschema:"for cancel"`
 }
 
 // Run implements conch.Tool.
 func (t *Schedule) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Action  string `json:"action"`
-		Time    string `json:"time"`
-		Delay   string `json:"delay"`
-		Cron    string `json:"cron"`
-		Message string `json:"message"`
-		ID      string `json:"id"`
-	}
+	var args scheduleArgs
 	if err := unmarshalArgs(raw, &args); err != nil {
 		return conch.ToolFail(`schedule takes {"action": "at"|"after"|"cron"|"list"|"cancel", "time"?, "delay"?, "cron"?, "message"?, "id"?}: ` + err.Error()), nil
 	}

@@ -27,16 +27,17 @@ func (t *SkillTool) Spec() conch.ToolSpec {
 		Name: "skill",
 		Description: "Load the instructions of a skill listed in <available_skills> before doing the task it describes. " +
 			"The answer says where the skill's scripts and files are in your computer (read-only).",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"name":{"type":"string","description":"the skill's name, as listed"}},"required":["name"]}`),
+		Parameters: schemaFor[skillArgs](),
 	}
+}
+
+type skillArgs struct {
+	Name string `json:"name" jsonschema:"the skill's name, as listed"`
 }
 
 // Run implements conch.Tool.
 func (t *SkillTool) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Name string `json:"name"`
-	}
+	var args skillArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return conch.ToolFail(`skill needs {"name": string}: ` + err.Error()), nil
 	}

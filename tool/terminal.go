@@ -60,17 +60,17 @@ func (t *TerminalOpen) Spec() conch.ToolSpec {
 			"bash whose commands report when they finish and with which exit status. With a command (one shell line, e.g. " +
 			"`python3` or `npm run dev`) it runs that program. Terminals are numbered from 0, survive restarts, and are " +
 			"used with terminal_type and terminal_wait. Returns the terminal number and its first screen.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"command":{"type":"string","description":"program to run instead of a shell, e.g. python3"}},` +
-			`"additionalProperties":false}`),
+		Parameters: schemaFor[terminalOpenArgs](),
 	}
+}
+
+type terminalOpenArgs struct {
+	Command string `json:"command,omitempty" jsonschema:"program to run instead of a shell, e.g. python3"`
 }
 
 // Run implements conch.Tool.
 func (t *TerminalOpen) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Command string `json:"command"`
-	}
+	var args terminalOpenArgs
 	if err := unmarshalArgs(raw, &args); err != nil {
 		return conch.ToolFail(`terminal_open takes {"command"?: string}: ` + err.Error()), nil
 	}
@@ -103,13 +103,15 @@ func (t *TerminalType) Spec() conch.ToolSpec {
 			"that). Key names are sent as keys, without Enter: C-c, C-d, Tab, Enter, Escape, Up, Down, BSpace, or several " +
 			"separated by spaces (\"Down Down Enter\"). Refused while any terminal has output you have not seen: call " +
 			"terminal_wait after typing (observe before you act). Tip: call terminal_type and terminal_wait together.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"tty":{"type":"integer","minimum":0,"description":"terminal number"},` +
-			`"expect":{"type":"string","description":"the program you expect to be running in the terminal, e.g. bash"},` +
-			`"text":{"type":"string","description":"text to type, or key names such as C-c"},` +
-			`"enter":{"type":"boolean","description":"press Enter after the text (default true; never after key names)"}},` +
-			`"required":["tty","expect","text"],"additionalProperties":false}`),
+		Parameters: schemaFor[terminalTypeArgs](),
 	}
+}
+
+type terminalTypeArgs struct {
+	TTY    *int   `json:"tty" jsonschema:"terminal number" schema:"type=integer,minimum=0"`
+	Expect string `json:"expect" jsonschema:"the program you expect to be running in the terminal, e.g. bash"`
+	Text   string `json:"text" jsonschema:"text to type, or key names such as C-c"`
+	Enter  *bool  `json:"enter,omitempty" jsonschema:"press Enter after the text (default true; never after key names)" schema:"type=boolean"`
 }
 
 // MaxTypeBytes is the longest text terminal_type sends.
@@ -117,12 +119,7 @@ const MaxTypeBytes = 16 << 10
 
 // Run implements conch.Tool.
 func (t *TerminalType) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		TTY    *int   `json:"tty"`
-		Expect string `json:"expect"`
-		Text   string `json:"text"`
-		Enter  *bool  `json:"enter"`
-	}
+	var args terminalTypeArgs
 	if err := unmarshalArgs(raw, &args); err != nil || args.TTY == nil {
 		msg := "tty is required"
 		if err != nil {
@@ -160,17 +157,17 @@ func (t *TerminalWait) Spec() conch.ToolSpec {
 			"terminal is done when its prompt is back (you get the exit status and directory); any other program when its " +
 			"output has been quiet for a moment. Short output is shown whole, long output as its beginning and end. A " +
 			"terminal whose program ended is reported once and closed, its scrollback saved under /workspace/.conch/terminals.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"timeout_seconds":{"type":"number","minimum":0,"maximum":60,"description":"wait at most this long (default and maximum 60)"}},` +
-			`"additionalProperties":false}`),
+		Parameters: schemaFor[terminalWaitArgs](),
 	}
+}
+
+type terminalWaitArgs struct {
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty" jsonschema:"wait at most this long (default and maximum 60)" schema:"minimum=0,maximum=60"`
 }
 
 // Run implements conch.Tool.
 func (t *TerminalWait) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		TimeoutSeconds float64 `json:"timeout_seconds"`
-	}
+	var args terminalWaitArgs
 	if err := unmarshalArgs(raw, &args); err != nil {
 		return conch.ToolFail(`terminal_wait takes {"timeout_seconds"?: number}: ` + err.Error()), nil
 	}
@@ -193,17 +190,17 @@ func (t *TerminalClose) Spec() conch.ToolSpec {
 	return conch.ToolSpec{
 		Name:        "terminal_close",
 		Description: "Close a terminal: its program is ended and its scrollback saved under /workspace/.conch/terminals.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"tty":{"type":"integer","minimum":0,"description":"terminal number"}},` +
-			`"required":["tty"],"additionalProperties":false}`),
+		Parameters:  schemaFor[terminalCloseArgs](),
 	}
+}
+
+type terminalCloseArgs struct {
+	TTY *int `json:"tty" jsonschema:"terminal number" schema:"type=integer,minimum=0"`
 }
 
 // Run implements conch.Tool.
 func (t *TerminalClose) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		TTY *int `json:"tty"`
-	}
+	var args terminalCloseArgs
 	if err := unmarshalArgs(raw, &args); err != nil || args.TTY == nil {
 		return conch.ToolFail(`terminal_close takes {"tty": int}`), nil
 	}

@@ -31,25 +31,21 @@ func (t *Watch) Spec() conch.ToolSpec {
 			"`terminal` prints a line matching the regular expression `pattern`, on \"file\" when `path` in the workspace " +
 			"is created, changed or removed. You are then told what happened, with `message`; your answer goes to the " +
 			"person. Use it for long builds and test runs, then end your turn. List and cancel with the schedule tool.",
-		Parameters: json.RawMessage(`{"type":"object","properties":{` +
-			`"on":{"type":"string","enum":["exit","match","file"]},` +
-			`"terminal":{"type":"integer","minimum":0},` +
-			`"pattern":{"type":"string","description":"for match: a Go regular expression, e.g. FAIL|error"},` +
-			`"path":{"type":"string","description":"for file: relative to /workspace"},` +
-			`"message":{"type":"string","description":"what you will be told when it fires, e.g. report the test results"}},` +
-			`"required":["on","message"],"additionalProperties":false}`),
+		Parameters: schemaFor[watchArgs](),
 	}
+}
+
+type watchArgs struct {
+	On       string `json:"on" schema:"enum=exit|match|file"`
+	Terminal *int   `json:"terminal,omitempty" schema:"type=integer,minimum=0"`
+	Pattern  string `json:"pattern,omitempty" jsonschema:"for match: a Go regular expression, e.g. FAIL|error"`
+	Path     string `json:"path,omitempty" jsonschema:"for file: relative to /workspace"`
+	Message  string `json:"message" jsonschema:"what you will be told when it fires, e.g. report the test results"`
 }
 
 // Run implements conch.Tool.
 func (t *Watch) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		On       string `json:"on"`
-		Terminal *int   `json:"terminal"`
-		Pattern  string `json:"pattern"`
-		Path     string `json:"path"`
-		Message  string `json:"message"`
-	}
+	var args watchArgs
 	if err := unmarshalArgs(raw, &args); err != nil {
 		return conch.ToolFail(`watch takes {"on": "exit"|"match"|"file", "terminal"?, "pattern"?, "path"?, "message"}: ` + err.Error()), nil
 	}

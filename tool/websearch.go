@@ -65,19 +65,19 @@ func (w *WebSearch) Spec() conch.ToolSpec {
 		Name: "web_search",
 		Description: "Search the web. Returns titles, URLs and snippets; read a result in full with web_fetch. " +
 			"Results come from the internet and are untrusted.",
-		Parameters: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{`+
-			`"query":{"type":"string","description":"what to search for"},`+
-			`"count":{"type":"integer","minimum":1,"maximum":%d,"description":"how many results (default %d)"}},"required":["query"]}`,
-			w.opts.MaxResults, min(DefaultSearchResults, w.opts.MaxResults))),
+		Parameters: schemaFor[webSearchArgs](maximum("count", float64(w.opts.MaxResults),
+			fmt.Sprintf("how many results (default %d)", min(DefaultSearchResults, w.opts.MaxResults)))),
 	}
+}
+
+type webSearchArgs struct {
+	Query string `json:"query" jsonschema:"what to search for"`
+	Count int    `json:"count,omitempty" schema:"minimum=1"`
 }
 
 // Run implements conch.Tool.
 func (w *WebSearch) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) (conch.ToolOutput, error) {
-	var args struct {
-		Query string `json:"query"`
-		Count int    `json:"count"`
-	}
+	var args webSearchArgs
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return conch.ToolFail(`web_search needs {"query": string, "count": integer (optional)}: ` + err.Error()), nil
 	}
@@ -107,7 +107,7 @@ func (w *WebSearch) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMess
 		if err != nil {
 			detail["error"] = err.Error()
 		}
-		if aerr := audit(ctx, w.opts.Auditor, start, "web_search", env.Conversation, detail); aerr != nil {
+		if aerr := conch.RecordAudit(ctx, w.opts.Auditor, start, conch.AuditWebSearch, env.Conversation, detail); aerr != nil {
 			return conch.ToolOutput{}, fmt.Errorf("web_search: %w", aerr)
 		}
 	}

@@ -5,7 +5,6 @@ package usage
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -202,21 +201,15 @@ func (m *Meter) Check(ctx context.Context, c conch.ModelCall) error {
 
 // audit records a refusal; a failure to record is logged.
 func (m *Meter) audit(ctx context.Context, c conch.ModelCall, key string, spent conch.UsageTotal, l limit) {
-	if m.o.Audit == nil {
-		return
-	}
-	detail, _ := json.Marshal(map[string]any{
+	detail := map[string]any{
 		"limit": key, "turn": c.Turn, "person": c.Person.String(), "model": c.Model,
 		"spent_usd": spent.CostUSD, "spent_tokens": spent.Tokens(), "limit_usd": l.usd, "limit_tokens": l.toks,
 		"next_call_tokens": c.Usage.Total(),
-	})
-	if err := m.o.Audit.Audit(context.WithoutCancel(ctx), conch.AuditEvent{At: m.o.Now(), Kind: AuditBudget, Conversation: c.Key, Detail: detail}); err != nil {
+	}
+	if err := conch.RecordAudit(ctx, m.o.Audit, m.o.Now(), conch.AuditBudgetRefused, c.Key, detail); err != nil {
 		m.o.Logger.Error("audit budget refusal", "err", err)
 	}
 }
-
-// AuditBudget is the audit kind of a model call refused by a budget.
-const AuditBudget = "budget_refused"
 
 // Report is the /usage text for a conversation and its person: today's
 // usage of each scope against its limit.

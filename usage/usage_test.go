@@ -79,7 +79,7 @@ func TestBudgetRefusesTheCallThatWouldPass(t *testing.T) {
 	if !errors.As(err, &be) || be.Limit != "budget.person_daily_tokens" || !strings.Contains(be.Text, "2h30m") {
 		t.Fatalf("check past the person's tokens: got %v", err)
 	}
-	if len(au) != 1 || au[0].Kind != usage.AuditBudget || au[0].Conversation != key {
+	if len(au) != 1 || au[0].Kind != conch.AuditBudgetRefused || au[0].Conversation != key {
 		t.Errorf("audit: got %+v", au)
 	}
 	if !strings.Contains(m.Report(ctx, key, alice), "8000 in, 500 out — limit 10.0k tokens") {

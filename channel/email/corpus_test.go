@@ -15,10 +15,11 @@ import (
 	"conch"
 )
 
-// memCursors is a CursorStore in memory.
+// memCursors is a CursorStore and a SentStore in memory.
 type memCursors struct {
-	mu sync.Mutex
-	m  map[string]string
+	mu   sync.Mutex
+	m    map[string]string
+	sent map[string]conch.ConversationKey
 }
 
 func (s *memCursors) Cursor(_ context.Context, name string) (string, error) {
@@ -37,12 +38,33 @@ func (s *memCursors) SetCursor(_ context.Context, name, value string) error {
 	return nil
 }
 
-var _ conch.CursorStore = (*memCursors)(nil)
+func (s *memCursors) RecordSent(_ context.Context, key conch.ConversationKey, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sent == nil {
+		s.sent = map[string]conch.ConversationKey{}
+	}
+	s.sent[string(key.Channel)+"\x00"+id] = key
+	return nil
+}
+
+func (s *memCursors) SentConversation(_ context.Context, channel conch.ChannelName, id string) (conch.ConversationKey, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key, ok := s.sent[string(channel)+"\x00"+id]
+	return key, ok, nil
+}
+
+var (
+	_ conch.CursorStore = (*memCursors)(nil)
+	_ conch.SentStore   = (*memCursors)(nil)
+)
 
 func testOptions() Options {
+	store := &memCursors{}
 	return Options{
 		Address: "conch@example.org", IMAPAddr: "127.0.0.1:1", IMAPUsername: "conch", IMAPPassword: "pw",
-		SMTPAddr: "127.0.0.1:2", Cursors: &memCursors{},
+		SMTPAddr: "127.0.0.1:2", Cursors: store, Sent: store,
 	}.withConfigDefaults()
 }
 
@@ -483,7 +505,7 @@ func TestThreadFollowsOurReply(t *testing.T) {
 	c := newTestChannel(t, nil)
 	ctx := context.Background()
 	key := threadKey("alice@example.org", "root@example.org")
-	if err := c.opts.Cursors.SetCursor(ctx, sentCursor("conch.abc@example.org"), key.ID); err != nil {
+	if err := c.opts.Sent.RecordSent(ctx, key, sentID("conch.abc@example.org")); err != nil {
 		t.Fatal(err)
 	}
 	// A client that kept only In-Reply-To (our reply's id).

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/emersion/go-imap/v2"
+
+	"conch"
 )
 
 // CheckIMAP logs in, selects the mailbox and says what it found; for
@@ -13,6 +15,9 @@ import (
 func CheckIMAP(ctx context.Context, opts Options) (string, error) {
 	if opts.Cursors == nil {
 		opts.Cursors = noCursors{}
+	}
+	if opts.Sent == nil {
+		opts.Sent = noCursors{}
 	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
@@ -53,6 +58,9 @@ func CheckSMTP(ctx context.Context, opts Options) (string, error) {
 	if opts.Cursors == nil {
 		opts.Cursors = noCursors{}
 	}
+	if opts.Sent == nil {
+		opts.Sent = noCursors{}
+	}
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return "", err
@@ -78,8 +86,15 @@ func tlsWords(m TLSMode) string {
 	return strings.ToUpper("no TLS")
 }
 
-// noCursors stands in for the store in checks that move no cursor.
+// noCursors stands in for the store in checks that move no cursor and send
+// nothing.
 type noCursors struct{}
 
 func (noCursors) Cursor(context.Context, string) (string, error)  { return "", nil }
 func (noCursors) SetCursor(context.Context, string, string) error { return nil }
+func (noCursors) RecordSent(context.Context, conch.ConversationKey, string) error {
+	return nil
+}
+func (noCursors) SentConversation(context.Context, conch.ChannelName, string) (conch.ConversationKey, bool, error) {
+	return conch.ConversationKey{}, false, nil
+}

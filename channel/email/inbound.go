@@ -193,14 +193,13 @@ func (c *Channel) conversation(ctx context.Context, p parsed) (conch.Conversatio
 		if !strings.HasSuffix(strings.ToLower(id), "@"+c.opts.domain()) {
 			continue
 		}
-		v, err := c.opts.Cursors.Cursor(ctx, sentCursor(id))
+		key, ok, err := c.opts.Sent.SentConversation(ctx, conch.ChannelEmail, sentID(id))
 		if err != nil {
 			return conch.ConversationKey{}, fmt.Errorf("look up reply %s: %w", id, err)
 		}
-		if v == "" {
+		if !ok {
 			continue
 		}
-		key := conch.ConversationKey{Channel: conch.ChannelEmail, ID: v}
 		if to, err := recipientOf(key); err == nil && to == sender {
 			return key, nil
 		}

@@ -94,9 +94,11 @@ type Options struct {
 	Backoff backoff.Policy
 
 	// Cursors keeps the mailbox position (UIDVALIDITY and the last handled
-	// UID) and the Message-IDs of sent replies.
+	// UID).
 	Cursors conch.CursorStore
-	Logger  *slog.Logger
+	// Sent keeps the Message-IDs of sent replies with their conversations.
+	Sent   conch.SentStore
+	Logger *slog.Logger
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -160,6 +162,9 @@ func (o *Options) validate() error {
 	}
 	if o.Cursors == nil {
 		errs = append(errs, errors.New("no cursor store (Options.Cursors)"))
+	}
+	if o.Sent == nil {
+		errs = append(errs, errors.New("no sent-id store (Options.Sent)"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("email options: %w", err)

@@ -28,10 +28,11 @@ import (
 // sendTimeout bounds the retries of one Send whose ctx has no deadline.
 const sendTimeout = 5 * time.Minute
 
-// sentCursor is the store key that records a reply SMTP accepted; its
-// value is the conversation id (threading finds it again by Message-ID).
-func sentCursor(messageID string) string {
-	return "email:sent:" + strings.ToLower(strings.Trim(messageID, "<>"))
+// sentID is how a reply SMTP accepted is recorded in the SentStore, with
+// its conversation (threading finds it again by Message-ID): lower case,
+// without angle brackets.
+func sentID(messageID string) string {
+	return strings.ToLower(strings.Trim(messageID, "<>"))
 }
 
 // Send implements conch.Channel. A reply goes out once: its Message-ID is
@@ -48,9 +49,9 @@ func (c *Channel) Send(ctx context.Context, out conch.Outbound) error {
 	}
 	id := c.messageID(out)
 	log := c.log.With("conversation", out.Key, "kind", out.Kind, "message_id", id)
-	if done, err := c.opts.Cursors.Cursor(ctx, sentCursor(id)); err != nil {
+	if _, done, err := c.opts.Sent.SentConversation(ctx, conch.ChannelEmail, sentID(id)); err != nil {
 		return fmt.Errorf("email send: look up %s: %w", id, err)
-	} else if done != "" {
+	} else if done {
 		log.Info("email: reply was sent before (re-delivery after a restart); not sending it again")
 		return nil
 	}
@@ -80,7 +81,7 @@ func (c *Channel) Send(ctx context.Context, out conch.Outbound) error {
 	// send it again.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := c.opts.Cursors.SetCursor(rctx, sentCursor(id), out.Key.ID); err != nil {
+	if err := c.opts.Sent.RecordSent(rctx, out.Key, sentID(id)); err != nil {
 		log.Error("email: reply sent but not recorded; a re-delivery after a crash would send it again", "err", err)
 	}
 	log.Info("email: reply sent", "to", to, "bytes", len(raw))

@@ -143,13 +143,14 @@ func newFixture(t testing.TB, srv *testmail.Server, mod func(*Options)) *fixture
 	f := &fixture{srv: srv, logs: &syncBuffer{}}
 	f.conch = srv.AddUser(t, testmail.UniqueName("conch"))
 	f.alice = srv.AddUser(t, testmail.UniqueName("alice"))
+	store := &memCursors{}
 	f.opts = Options{
 		Address: f.conch.Address, IMAPAddr: srv.IMAPAddr, IMAPUsername: f.conch.Local, IMAPPassword: f.conch.Password, IMAPTLS: TLSNone,
 		SMTPAddr: srv.SMTPAddr, SMTPTLS: TLSNone,
 		IdleRefresh: 5 * time.Second, CommandTimeout: 5 * time.Second,
 		Backoff: backoff.Policy{Base: 100 * time.Millisecond, Cap: time.Second},
-		Cursors: &memCursors{},
-		Logger:  slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Cursors: store, Sent: store,
+		Logger: slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}.withConfigDefaults()
 	if mod != nil {
 		mod(&f.opts)

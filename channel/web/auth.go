@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,19 +16,17 @@ import (
 	"conch"
 )
 
-// Cursors is the part of the store the web chat keeps its state in (login
-// tokens, the session key, the conversation list). conch.CursorStore
-// satisfies it; every name starts with "web:".
-type Cursors interface {
-	Cursor(ctx context.Context, name string) (string, error)
-	SetCursor(ctx context.Context, name, value string) error
+// Logins keeps the single-use login tokens (SHA-256 hashes only) until they
+// are used or expire (the store's janitor deletes expired ones). sqlite.DB
+// satisfies it; NewMemLogins keeps them in memory.
+type Logins interface {
+	// CreateWebLogin stores a new token's hash and expiry.
+	CreateWebLogin(ctx context.Context, tokenHash string, expires time.Time) error
+	// TakeWebLogin deletes a token's hash and returns its expiry; ok is
+	// false when there was none (unknown or used). It is one statement, so
+	// a token is taken once, also when two processes try.
+	TakeWebLogin(ctx context.Context, tokenHash string) (expires time.Time, ok bool, err error)
 }
-
-// Cursor names.
-const (
-	cursorLogin = "web:login:" // + sha256 of the token, hex
-	cursorConvs = "web:conversations"
-)
 
 // Sessions keeps the web sessions on the server, so that one can be
 // revoked (log out) or all of them (`conch web logout-all`), also from
@@ -71,24 +68,22 @@ var ErrLogin = errors.New("this login link is invalid, already used or expired: 
 // Sessions are stored (hashed) through Sessions: log out deletes one,
 // LogoutAll all of them, expired ones are pruned at each login and hourly.
 type Auth struct {
-	store      Cursors
+	logins     Logins
 	sessions   Sessions
 	loginTTL   time.Duration
 	sessionTTL time.Duration
 	now        func() time.Time
-
-	mu sync.Mutex // serialises redeeming
 }
 
-// NewAuth returns an Auth over store (login tokens) and sessions. The
+// NewAuth returns an Auth over logins (login tokens) and sessions. The
 // lifetimes are the configuration's (web.login_ttl, web.session_ttl; their
 // defaults are in config/default.toml); an Auth used only to log out may
 // pass zero. now nil means time.Now.
-func NewAuth(store Cursors, sessions Sessions, loginTTL, sessionTTL time.Duration, now func() time.Time) *Auth {
+func NewAuth(logins Logins, sessions Sessions, loginTTL, sessionTTL time.Duration, now func() time.Time) *Auth {
 	if now == nil {
 		now = time.Now
 	}
-	return &Auth{store: store, sessions: sessions, loginTTL: loginTTL, sessionTTL: sessionTTL, now: now}
+	return &Auth{logins: logins, sessions: sessions, loginTTL: loginTTL, sessionTTL: sessionTTL, now: now}
 }
 
 // LoginTTL is how long a new login token is valid.
@@ -97,8 +92,7 @@ func (a *Auth) LoginTTL() time.Duration { return a.loginTTL }
 // NewLoginToken creates a single-use login token. Only its hash is stored.
 func (a *Auth) NewLoginToken(ctx context.Context) (string, error) {
 	tok := randomToken(32)
-	exp := a.now().Add(a.loginTTL).UnixMilli()
-	if err := a.store.SetCursor(ctx, cursorLogin+tokenHash(tok), strconv.FormatInt(exp, 10)); err != nil {
+	if err := a.logins.CreateWebLogin(ctx, tokenHash(tok), a.now().Add(a.loginTTL)); err != nil {
 		return "", fmt.Errorf("new login token: %w", err)
 	}
 	return tok, nil
@@ -118,22 +112,15 @@ func (a *Auth) Redeem(ctx context.Context, token string) (Session, error) {
 	if len(token) < 20 || len(token) > 100 {
 		return Session{}, ErrLogin
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	name := cursorLogin + tokenHash(token)
-	v, err := a.store.Cursor(ctx, name)
+	// Used up before anything else, so it works once even if what follows fails.
+	exp, ok, err := a.logins.TakeWebLogin(ctx, tokenHash(token))
 	if err != nil {
 		return Session{}, fmt.Errorf("login: %w", err)
 	}
-	exp, perr := strconv.ParseInt(v, 10, 64)
-	if v == "" || perr != nil {
+	if !ok {
 		return Session{}, ErrLogin // unknown or used
 	}
-	// Used up before anything else, so it works once even if what follows fails.
-	if err := a.store.SetCursor(ctx, name, "used "+a.now().UTC().Format(time.RFC3339)); err != nil {
-		return Session{}, fmt.Errorf("login: %w", err)
-	}
-	if a.now().UnixMilli() > exp {
+	if a.now().UnixMilli() > exp.UnixMilli() {
 		return Session{}, ErrLogin
 	}
 	if err := a.sessions.PruneWebSessions(ctx, a.now()); err != nil {
@@ -210,29 +197,31 @@ func randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// memCursors is a Cursors in memory (tests and the fake).
-type memCursors struct {
+// memLogins is Logins in memory (tests and the fake).
+type memLogins struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string]time.Time
 }
 
-// NewMemCursors returns an in-memory Cursors, for tests.
-func NewMemCursors() Cursors { return &memCursors{m: map[string]string{}} }
+// NewMemLogins returns Logins in memory, for tests.
+func NewMemLogins() Logins { return &memLogins{m: map[string]time.Time{}} }
 
-func (c *memCursors) Cursor(_ context.Context, name string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[name], nil
-}
-
-func (c *memCursors) SetCursor(_ context.Context, name, value string) error {
-	if name == "" {
-		return conch.Errorf(conch.KindInvalid, "cursor name is empty")
+func (l *memLogins) CreateWebLogin(_ context.Context, hash string, expires time.Time) error {
+	if hash == "" {
+		return conch.Errorf(conch.KindInvalid, "login token hash is empty")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[name] = value
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.m[hash] = expires
 	return nil
+}
+
+func (l *memLogins) TakeWebLogin(_ context.Context, hash string) (time.Time, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	exp, ok := l.m[hash]
+	delete(l.m, hash)
+	return exp, ok, nil
 }
 
 // memSessions is Sessions in memory (tests, and a web chat without a store).

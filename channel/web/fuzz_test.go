@@ -94,7 +94,7 @@ type fuzzSocket struct {
 
 func newFuzzSocket(f *testing.F) *fuzzSocket {
 	f.Helper()
-	ts := &testServer{hub: newFakeHub(), read: &fakeRead{}, boxes: &fakeSandboxes{}, terms: &fakeTerminals{lines: make(chan string, 100)}, store: NewMemCursors()}
+	ts := &testServer{hub: newFakeHub(), read: &fakeRead{}, boxes: &fakeSandboxes{}, terms: &fakeTerminals{lines: make(chan string, 100)}, store: NewMemLogins()}
 	ts.gw = newFakeGateway(ts.hub)
 	ch, err := New(Options{Events: ts.hub, Control: ts.gw, Store: ts.store, Read: ts.read, History: ts.gw, Sandboxes: ts.boxes, Terminals: ts.terms, MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
 	if err != nil {

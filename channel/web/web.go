@@ -56,11 +56,13 @@ type Options struct {
 	Events conch.EventSource
 	// Control stops and resets conversations. Required.
 	Control conch.ConversationControl
-	// Store keeps logins and the conversation list. Required.
-	Store Cursors
+	// Store keeps login tokens. Required.
+	Store Logins
 	// Sessions keeps the sessions; nil keeps them in memory (they end
 	// with the process).
 	Sessions Sessions
+	// Conversations keeps the conversation list; nil keeps it in memory.
+	Conversations ConversationStore
 	// Read answers the dashboard's questions; nil shows no conversations.
 	Read conch.ReadModel
 	// History reloads a conversation the hub no longer keeps; nil means
@@ -125,10 +127,13 @@ func New(opts Options) (*Channel, error) {
 	if opts.Sessions == nil {
 		opts.Sessions = NewMemSessions()
 	}
+	if opts.Conversations == nil {
+		opts.Conversations = NewMemConversations()
+	}
 	return &Channel{
 		opts:  opts,
 		auth:  NewAuth(opts.Store, opts.Sessions, opts.LoginTTL, opts.SessionTTL, opts.Now),
-		convs: &conversations{store: opts.Store, now: opts.Now},
+		convs: &conversations{store: opts.Conversations, now: opts.Now},
 		log:   opts.Logger.With("channel", "web"),
 		md:    newRenderer(),
 		ready: make(chan struct{}),

@@ -29,12 +29,12 @@ type testServer struct {
 	read  *fakeRead
 	boxes *fakeSandboxes
 	terms *fakeTerminals
-	store Cursors
+	store Logins
 }
 
 func newTestServer(t *testing.T, mod ...func(*Options)) *testServer {
 	t.Helper()
-	ts := &testServer{t: t, hub: newFakeHub(), read: &fakeRead{}, boxes: &fakeSandboxes{}, terms: &fakeTerminals{lines: make(chan string, 100)}, store: NewMemCursors()}
+	ts := &testServer{t: t, hub: newFakeHub(), read: &fakeRead{}, boxes: &fakeSandboxes{}, terms: &fakeTerminals{lines: make(chan string, 100)}, store: NewMemLogins()}
 	ts.gw = newFakeGateway(ts.hub)
 	opts := Options{
 		Events: ts.hub, Control: ts.gw, Store: ts.store, Read: ts.read, History: ts.gw,
@@ -808,7 +808,7 @@ func TestTerminalSocketStreamsOutput(t *testing.T) {
 
 func TestSendBeforeRunIsRefused(t *testing.T) {
 	hub := newFakeHub()
-	ch, err := New(Options{Events: hub, Control: newFakeGateway(hub), Store: NewMemCursors(), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
+	ch, err := New(Options{Events: hub, Control: newFakeGateway(hub), Store: NewMemLogins(), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -62,7 +63,8 @@ func TestConfigSecrets(t *testing.T) {
 		Matrix:   config.MatrixConfig{Password: "matrix-password"},
 		Email:    config.EmailConfig{IMAPPassword: "imap-password"},
 	}
-	got := configSecrets(cfg)
+	var logs bytes.Buffer
+	got := configSecrets(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	for _, want := range []string{"model-key-123456", "coder-key-123456", "brave-key-123456", "123456:telegram-token-from-file", "matrix-password", "imap-password"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("configSecrets: %q missing from %q", want, got)
@@ -70,5 +72,15 @@ func TestConfigSecrets(t *testing.T) {
 	}
 	if cfg.Telegram.BotToken != "" {
 		t.Error("configSecrets changed the configuration")
+	}
+	if logs.Len() != 0 {
+		t.Errorf("configSecrets logged with every file readable: %s", logs.String())
+	}
+	// A file that cannot be read is logged, naming the key.
+	cfg.Email.SMTPPasswordFile = filepath.Join(dir, "missing")
+	logs.Reset()
+	configSecrets(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if !strings.Contains(logs.String(), "email.smtp_password_file") {
+		t.Errorf("an unreadable secret file: got log %q, want a warning naming email.smtp_password_file", logs.String())
 	}
 }

@@ -54,7 +54,7 @@ func emailChannel(_ context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 		d.log.Warn("email: TLS is off (email.tls = none): only for a mail server on this machine")
 	}
 	opts := emailOptions(ec)
-	opts.Cursors, opts.Logger = d.db, d.log
+	opts.Cursors, opts.Sent, opts.Logger = d.db, d.db, d.log
 	ch, err := email.New(opts)
 	if err != nil {
 		return nil, gateway.Allowlist{}, fmt.Errorf("email: %w", err)
@@ -83,7 +83,7 @@ func (a *app) doctorEmail(ctx context.Context, cfg *config.Config, check func(st
 	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
 	if err == nil {
 		defer db.Close()
-		opts.Cursors = db
+		opts.Cursors, opts.Sent = db, db
 	}
 	info, err := email.CheckIMAP(ctx, opts)
 	check("email imap", err, info)

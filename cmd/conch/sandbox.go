@@ -124,7 +124,7 @@ func fillLastUsed(ctx context.Context, d *deps, list []docker.Summary, now time.
 		}
 		for _, ev := range evs {
 			k := ev.Conversation.String()
-			if want[k] && (ev.Kind == "exec" || ev.Kind == "file_write" || ev.Kind == "sandbox_create") && ev.At.After(last[k]) {
+			if want[k] && (ev.Kind == conch.AuditExec || ev.Kind == conch.AuditFileWrite || ev.Kind == conch.AuditSandboxCreate) && ev.At.After(last[k]) {
 				last[k] = ev.At
 			}
 		}
@@ -340,10 +340,8 @@ func (a *app) sandboxExec(ctx context.Context, d *deps, ref string, argv []strin
 		detail["exit_code"] = -1
 		detail["error"] = execErr.Error()
 	}
-	if b, err := json.Marshal(detail); err == nil {
-		if err := d.audit.Audit(context.WithoutCancel(ctx), conch.AuditEvent{At: time.Now(), Kind: "exec", Conversation: key, Detail: b}); err != nil {
-			d.log.Error("audit operator exec", "err", err)
-		}
+	if err := conch.RecordAudit(ctx, d.audit, time.Now(), conch.AuditExec, key, detail); err != nil {
+		d.log.Error("audit operator exec", "err", err)
 	}
 	if execErr != nil {
 		return fmt.Errorf("sandbox exec in %s: %w", key, execErr)

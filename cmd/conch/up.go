@@ -8,6 +8,7 @@ import (
 
 	"conch"
 	"conch/gateway"
+	"conch/sqlite"
 )
 
 func (a *app) upCmd() *cobra.Command {
@@ -93,9 +94,16 @@ func (a *app) up(ctx context.Context) error {
 			}
 		}
 	}()
+	// The store's janitor deletes expired markers and sent ids meanwhile.
+	janitorDone := make(chan struct{})
+	go func() {
+		defer close(janitorDone)
+		d.db.RunJanitor(schedCtx, sqlite.JanitorInterval, log)
+	}()
 	err = gw.Run(ctx)
 	stopSched()
 	<-schedDone
+	<-janitorDone
 	log.Info("conch is shutting down")
 	if err != nil {
 		// A channel that failed for good ends conch non-zero so a

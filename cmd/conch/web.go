@@ -226,7 +226,7 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 	d.gateway = ref
 	mo := metrics.Options{Events: ref, Models: modelLabels(cfg), Logger: d.log}
 	opts := web.Options{
-		Events: ref, Control: ref, Store: d.db, Sessions: d.db, Read: d.db, History: d.db,
+		Events: ref, Control: ref, Store: d.db, Sessions: d.db, Conversations: d.db, Read: d.db, History: d.db,
 		MaxMessageBytes: cfg.Web.MaxMessageBytes,
 		LoginTTL:        cfg.Web.LoginTTL.D(), SessionTTL: cfg.Web.SessionTTL.D(),
 		Secure: webSecure(cfg), Logger: d.log,

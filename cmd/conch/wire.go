@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -297,7 +296,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
-		Secrets:       configSecrets(d.cfg),
+		Secrets:       configSecrets(d.cfg, d.log),
 		Logger:        d.log,
 	}
 	if h := d.hooks(); h != nil {
@@ -310,14 +309,15 @@ func newAgent(d *deps) (*agent.Agent, error) {
 // redact from tool results: the model's and the coding agent's API keys,
 // the search keys, the channels' tokens and passwords. Secrets kept in files
 // are read here too (from copies: the channels read their own, and report a
-// file that cannot be read).
-func configSecrets(cfg *config.Config) []string {
+// file that cannot be read; here it is logged, since what it holds cannot
+// be redacted).
+func configSecrets(cfg *config.Config, log *slog.Logger) []string {
 	m, e, tg, sl, dc := cfg.Matrix, cfg.Email, cfg.Telegram, cfg.Slack, cfg.Discord
-	_ = m.LoadSecrets()
-	_ = e.LoadSecrets()
-	_ = tg.LoadSecrets()
-	_ = sl.LoadSecrets()
-	_ = dc.LoadSecrets()
+	for _, load := range []func() error{m.LoadSecrets, e.LoadSecrets, tg.LoadSecrets, sl.LoadSecrets, dc.LoadSecrets} {
+		if err := load(); err != nil {
+			log.Warn("a secret file cannot be read, so tool results are not redacted of it", "err", err)
+		}
+	}
 	secrets := []string{
 		cfg.Model.APIKey, cfg.Coder.APIKey,
 		cfg.Search.TavilyAPIKey, cfg.Search.BraveAPIKey,
@@ -408,8 +408,8 @@ func coderRoute(d *deps, vendor coders.Vendor) (route func(ctx context.Context, 
 			if e.Allowed || d.audit == nil {
 				return
 			}
-			detail, _ := json.Marshal(map[string]string{"method": e.Method, "target": e.Target, "reason": e.Reason})
-			if err := d.audit.Audit(context.Background(), conch.AuditEvent{At: time.Now(), Kind: "egress_refused", Detail: detail}); err != nil {
+			detail := map[string]string{"method": e.Method, "target": e.Target, "reason": e.Reason}
+			if err := conch.RecordAudit(context.Background(), d.audit, time.Now(), conch.AuditEgressRefused, conch.ConversationKey{}, detail); err != nil {
 				d.log.Warn("audit egress refusal", "err", err)
 			}
 		},

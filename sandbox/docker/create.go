@@ -66,7 +66,7 @@ func (r *Runtime) createLocked(ctx context.Context, b *box) error {
 	b.id, b.running, b.volume = id, true, vol
 	r.log.Info("sandbox created", "conversation", b.key.String(), "container", b.name, "id", shortID(id),
 		"volume", vol, "took", r.opts.Now().Sub(start).Round(time.Millisecond))
-	r.audit(ctx, "sandbox_create", b.key, map[string]any{"container": b.name, "id": id, "volume": vol,
+	r.audit(ctx, conch.AuditSandboxCreate, b.key, map[string]any{"container": b.name, "id": id, "volume": vol,
 		"image": img.Hash, "engine": r.info.Engine, "profile": r.specHash})
 	return nil
 }
@@ -147,7 +147,7 @@ func (r *Runtime) removeContainer(ctx context.Context, id string, key conch.Conv
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.engineErr("remove sandbox "+name, err)
 	}
-	r.audit(ctx, "sandbox_remove", key, map[string]any{"container": name, "id": id, "reason": reason, "engine": r.info.Engine})
+	r.audit(ctx, conch.AuditSandboxRemove, key, map[string]any{"container": name, "id": id, "reason": reason, "engine": r.info.Engine})
 	return nil
 }
 

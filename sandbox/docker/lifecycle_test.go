@@ -32,7 +32,7 @@ func (a *auditLog) kinds() []string {
 	defer a.mu.Unlock()
 	var ks []string
 	for _, e := range a.evs {
-		ks = append(ks, e.Kind)
+		ks = append(ks, string(e.Kind))
 	}
 	return ks
 }

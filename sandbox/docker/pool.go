@@ -145,7 +145,7 @@ func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err erro
 		b.closeOpsLocked()
 		b.ops = p.ops
 		r.log.Info("sandbox assigned from warm pool", "conversation", b.key.String(), "container", b.name, "id", shortID(p.id))
-		r.audit(ctx, "sandbox_create", b.key, map[string]any{"container": b.name, "id": p.id, "volume": vol,
+		r.audit(ctx, conch.AuditSandboxCreate, b.key, map[string]any{"container": b.name, "id": p.id, "volume": vol,
 			"image": labelOf(ins.Container, LabelImageHash), "engine": r.info.Engine, "profile": r.specHash, "pool": true})
 		r.fillPoolAsync()
 		return true, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -301,16 +300,8 @@ func (r *Runtime) checkOpen() error {
 	return nil
 }
 
-func (r *Runtime) audit(ctx context.Context, kind string, key conch.ConversationKey, detail map[string]any) {
-	if r.opts.Audit == nil {
-		return
-	}
-	d, err := json.Marshal(detail)
-	if err != nil {
-		r.log.Error("audit event", "kind", kind, "err", err)
-		return
-	}
-	if err := r.opts.Audit.Audit(context.WithoutCancel(ctx), conch.AuditEvent{At: r.opts.Now(), Kind: kind, Conversation: key, Detail: d}); err != nil {
+func (r *Runtime) audit(ctx context.Context, kind conch.AuditKind, key conch.ConversationKey, detail map[string]any) {
+	if err := conch.RecordAudit(ctx, r.opts.Audit, r.opts.Now(), kind, key, detail); err != nil {
 		r.log.Error("audit event", "kind", kind, "err", err)
 	}
 }

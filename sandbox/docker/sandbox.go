@@ -167,7 +167,7 @@ func (s *Sandbox) recoverPids(ctx context.Context) bool {
 		b.running = false
 		return false
 	}
-	r.audit(ctx, "sandbox_restart", b.key, map[string]any{"container": b.name, "id": b.id,
+	r.audit(ctx, conch.AuditSandboxRestart, b.key, map[string]any{"container": b.name, "id": b.id,
 		"reason": "process limit reached", "pids": cur, "limit": limit})
 	return true
 }

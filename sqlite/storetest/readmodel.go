@@ -173,7 +173,7 @@ func testTurns(t *testing.T, open OpenReadModel) {
 func testAuditSince(t *testing.T, open OpenReadModel) {
 	s := open(t)
 	ctx := context.Background()
-	kinds := []string{"startup", "exec", "sandbox_create"}
+	kinds := []conch.AuditKind{"startup", conch.AuditExec, conch.AuditSandboxCreate}
 	for _, k := range kinds {
 		if err := s.Audit(ctx, conch.AuditEvent{At: epoch, Kind: k, Conversation: keyA, Detail: json.RawMessage(`{"n":1}`)}); err != nil {
 			t.Fatalf("Audit(%s): %v", k, err)

@@ -40,6 +40,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("Facts", func(t *testing.T) { testFacts(t, open) })
 	t.Run("FactsInvalid", func(t *testing.T) { testFactsInvalid(t, open) })
 	t.Run("Cursors", func(t *testing.T) { testCursors(t, open) })
+	t.Run("Markers", func(t *testing.T) { testMarkers(t, open) })
+	t.Run("Sent", func(t *testing.T) { testSent(t, open) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open) })
 }
 
@@ -576,6 +578,41 @@ func testCursors(t *testing.T, open Open) {
 	_, err := s.Cursor(ctx, "")
 	wantKind(t, "Cursor(\"\")", err, conch.KindInvalid)
 	wantKind(t, "SetCursor(\"\")", s.SetCursor(ctx, "", "x"), conch.KindInvalid)
+}
+
+func testMarkers(t *testing.T, open Open) {
+	s := open(t)
+	ctx := context.Background()
+	for i, want := range []bool{true, false, false} {
+		if first, err := s.Mark(ctx, "command", "matrix:$ev"); err != nil || first != want {
+			t.Errorf("Mark #%d: got %v, %v; want %v", i+1, first, err, want)
+		}
+	}
+	if first, err := s.Mark(ctx, "other", "matrix:$ev"); err != nil || !first {
+		t.Errorf("Mark in another scope: got %v, %v; want first", first, err)
+	}
+	_, err := s.Mark(ctx, "", "x")
+	wantKind(t, "Mark(empty scope)", err, conch.KindInvalid)
+	_, err = s.Mark(ctx, "command", "")
+	wantKind(t, "Mark(empty id)", err, conch.KindInvalid)
+}
+
+func testSent(t *testing.T, open Open) {
+	s := open(t)
+	ctx := context.Background()
+	if _, ok, err := s.SentConversation(ctx, keyB.Channel, "conch.1@example.org"); err != nil || ok {
+		t.Errorf("SentConversation(unknown): got %v, %v; want none", ok, err)
+	}
+	if err := s.RecordSent(ctx, keyB, "conch.1@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.SentConversation(ctx, keyB.Channel, "conch.1@example.org"); err != nil || !ok || got != keyB {
+		t.Errorf("SentConversation: got %v %v, %v; want %v", got, ok, err, keyB)
+	}
+	if _, ok, err := s.SentConversation(ctx, keyA.Channel, "conch.1@example.org"); err != nil || ok {
+		t.Errorf("SentConversation on another channel: got %v, %v; want none", ok, err)
+	}
+	wantKind(t, "RecordSent(empty id)", s.RecordSent(ctx, keyB, ""), conch.KindInvalid)
 }
 
 func testAudit(t *testing.T, open Open) {
