@@ -100,12 +100,6 @@ func (g *Gateway) reset(ctx context.Context, key conch.ConversationKey) (string,
 	return text, nil
 }
 
-// describer is an optional ability of a Runtime: one line about a
-// conversation's sandbox, for /status.
-type describer interface {
-	Describe(ctx context.Context, key conch.ConversationKey) string
-}
-
 // contextStatuser is an optional ability of the Store: how full the model's
 // context is, for /status.
 type contextStatuser interface {
@@ -135,8 +129,8 @@ func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string 
 	switch rt := g.opts.Runtime.(type) {
 	case nil:
 		b.WriteString("\nComputer: none (no container runtime configured).")
-	case describer:
-		b.WriteString("\n" + rt.Describe(ctx, key))
+	case conch.SandboxAdmin:
+		b.WriteString("\n" + SandboxStatus(ctx, rt, key, g.opts.Now(), g.log))
 	}
 	if cs, ok := g.opts.Store.(contextStatuser); ok {
 		if st, err := cs.ContextStatus(ctx, key); err == nil && (st.Tokens > 0 || st.Compactions > 0) {

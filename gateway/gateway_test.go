@@ -527,11 +527,20 @@ func TestConcurrentMessagesNoneLost(t *testing.T) {
 
 var _ = errors.New
 
-// describingRuntime is a Runtime that can describe a sandbox.
-type describingRuntime struct{ conch.Runtime }
+// describingRuntime is a Runtime with the operator's view of its sandboxes.
+type describingRuntime struct {
+	conch.Runtime
+	conch.SandboxAdmin
+}
 
-func (describingRuntime) Describe(_ context.Context, key conch.ConversationKey) string {
-	return "Computer: conch-" + key.ID + ", running"
+func (describingRuntime) Remove(context.Context, conch.ConversationKey) error { return nil }
+
+func (describingRuntime) SandboxInfo(_ context.Context, key conch.ConversationKey) (conch.SandboxInfo, error) {
+	return conch.SandboxInfo{Name: "conch-" + key.ID, State: "running", Running: true, ImageCurrent: true}, nil
+}
+
+func (describingRuntime) SandboxStats(context.Context, conch.ConversationKey) (conch.SandboxStats, error) {
+	return conch.SandboxStats{}, nil
 }
 
 func TestStatusDescribesSandbox(t *testing.T) {

@@ -257,11 +257,22 @@ func (s *fakeSandboxes) SandboxInfo(_ context.Context, key conch.ConversationKey
 			return in, nil
 		}
 	}
-	return conch.SandboxInfo{}, conch.Errorf(conch.KindNotFound, "no sandbox")
+	return conch.SandboxInfo{}, &conch.NoSandboxError{Key: key}
+}
+
+func (s *fakeSandboxes) Inspect(_ context.Context, ref string) (conch.SandboxDetails, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.infos {
+		if in.Name == ref || in.Conversation == ref {
+			return conch.SandboxDetails{SandboxInfo: in}, nil
+		}
+	}
+	return conch.SandboxDetails{}, &conch.Error{Kind: conch.KindNotFound, Err: &conch.SandboxRefError{Ref: ref}}
 }
 
 func (s *fakeSandboxes) SandboxStats(context.Context, conch.ConversationKey) (conch.SandboxStats, error) {
-	return conch.SandboxStats{CPUPercent: 12.5, MemoryBytes: 64 << 20, MemoryLimit: 512 << 20, PIDs: 7, DiskBytes: -1}, nil
+	return conch.SandboxStats{CPUPercent: 12.5, MemoryBytes: 64 << 20, MemoryLimit: 512 << 20, PIDs: 7, PIDsLimit: 128, DiskBytes: -1}, nil
 }
 
 func (s *fakeSandboxes) Remove(_ context.Context, key conch.ConversationKey) error {

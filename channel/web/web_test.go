@@ -729,7 +729,7 @@ func TestDashboardAndActions(t *testing.T) {
 		t.Fatalf("sandboxes: %+v", d.Sandboxes)
 	}
 	s0 := d.Sandboxes[0]
-	if st, ok := s0["stats"].(map[string]any); !ok || st["cpu_percent"] != 12.5 || fmt.Sprint(s0["terminals"]) != "[0 1]" {
+	if st, ok := s0["stats"].(map[string]any); !ok || st["cpu_percent"] != 12.5 || st["pids_limit"] != float64(128) || fmt.Sprint(s0["terminals"]) != "[0 1]" {
 		t.Errorf("running sandbox: %+v", s0)
 	}
 	if _, ok := d.Sandboxes[1]["stats"]; ok {

@@ -19,7 +19,6 @@ import (
 	"conch"
 	"conch/coders"
 	"conch/config"
-	"conch/sandbox/docker"
 	"conch/sandbox/sandboxd"
 )
 
@@ -80,7 +79,7 @@ func (a *app) sandboxLsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
-				list, err := d.runtime.List(ctx)
+				list, err := d.sandboxes().Sandboxes(ctx)
 				if err != nil {
 					return err
 				}
@@ -103,7 +102,7 @@ const lastUseWindow = 30 * 24 * time.Hour
 // fillLastUsed completes LastUsed from the audit trail: this process did
 // not see the conversations' use, `conch up` did and audited each command
 // and file write. The trail is read in pages, at most lastUseWindow back.
-func fillLastUsed(ctx context.Context, d *deps, list []docker.Summary, now time.Time) {
+func fillLastUsed(ctx context.Context, d *deps, list []conch.SandboxInfo, now time.Time) {
 	want := map[string]bool{}
 	for _, s := range list {
 		if !s.Key.IsZero() {
@@ -145,7 +144,7 @@ func fillLastUsed(ctx context.Context, d *deps, list []docker.Summary, now time.
 }
 
 // writeSandboxTable renders `conch sandbox ls`.
-func writeSandboxTable(w io.Writer, list []docker.Summary, now time.Time) {
+func writeSandboxTable(w io.Writer, list []conch.SandboxInfo, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tCONVERSATION\tSTATE\tCREATED\tLAST USED\tIMAGE")
 	for _, s := range list {
@@ -177,13 +176,13 @@ func (a *app) sandboxInspectCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
-				det, err := d.runtime.Inspect(ctx, args[0])
+				det, err := d.sandboxes().Inspect(ctx, args[0])
 				if err != nil {
 					return refHint(err)
 				}
-				one := []docker.Summary{det.Summary}
+				one := []conch.SandboxInfo{det.SandboxInfo}
 				fillLastUsed(ctx, d, one, time.Now())
-				det.Summary = one[0]
+				det.SandboxInfo = one[0]
 				if asJSON {
 					return writeJSON(a.stdout, det)
 				}
@@ -197,7 +196,7 @@ func (a *app) sandboxInspectCmd() *cobra.Command {
 }
 
 // writeDetails renders `conch sandbox inspect`.
-func writeDetails(w io.Writer, d docker.Details, now time.Time) {
+func writeDetails(w io.Writer, d conch.SandboxDetails, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	when := func(t time.Time) string {
@@ -425,7 +424,7 @@ func (a *app) sandboxPruneCmd() *cobra.Command {
 
 // refHint adds how to list the sandboxes to an unknown-ref error.
 func refHint(err error) error {
-	var re *docker.RefError
+	var re *conch.SandboxRefError
 	if errors.As(err, &re) {
 		return fmt.Errorf("%w; `conch sandbox ls` lists the sandboxes", err)
 	}
@@ -463,6 +462,9 @@ func yesNo(b bool) string {
 	}
 	return "no"
 }
+
+// sandboxes is the backend's operator view, all that ls and inspect read.
+func (d *deps) sandboxes() conch.SandboxAdmin { return d.runtime }
 
 // withRuntime runs fn with a connected runtime. It needs no model.
 func (a *app) withRuntime(ctx context.Context, fn func(context.Context, *deps) error) error {

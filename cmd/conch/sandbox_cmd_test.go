@@ -143,7 +143,7 @@ func TestSandboxCommands(t *testing.T) {
 		}
 
 		out, _, code = conchRun(t, env, "sandbox ls --json")
-		var list []docker.Summary
+		var list []conch.SandboxInfo
 		if err := json.Unmarshal([]byte(out), &list); err != nil || code != 0 || len(list) != 1 || list[0].Name != name || !list[0].Running {
 			t.Fatalf("ls --json: exit %d, %v, %+v; want one running %s", code, err, list, name)
 		}
@@ -159,7 +159,7 @@ func TestSandboxCommands(t *testing.T) {
 			}
 		}
 		out, _, code = conchRun(t, env, "sandbox inspect --json "+name)
-		var det docker.Details
+		var det conch.SandboxDetails
 		if err := json.Unmarshal([]byte(out), &det); err != nil || code != 0 || det.Name != name || len(det.Hardening) == 0 {
 			t.Errorf("inspect --json: exit %d, %v, %+v", code, err, det)
 		}

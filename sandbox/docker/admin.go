@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -18,151 +19,22 @@ import (
 )
 
 // This file is the operator's view of the sandboxes (`conch sandbox ls |
-// inspect | exec | rm | prune`) and the one line /status shows.
-
-// The gateway's /status asks a Runtime with this method for its line.
-var _ interface {
-	Describe(ctx context.Context, key conch.ConversationKey) string
-} = (*Runtime)(nil)
-
-// PoolConversation is Summary.Conversation of an unassigned warm-pool container.
-const PoolConversation = "(pool)"
-
-// Summary is one container of this instance, as `conch sandbox ls` shows it.
-type Summary struct {
-	Name string `json:"name"`
-	// ID is the engine's full container id; ShortID gives 12 digits.
-	ID string `json:"id"`
-	// Conversation is the "channel:id" key, PoolConversation for an
-	// unassigned warm-pool container, or "" when none can be told.
-	Conversation string `json:"conversation"`
-	// Key is Conversation parsed; zero for the pool and for unknown ones.
-	Key conch.ConversationKey `json:"-"`
-	// Pool is true for an unassigned warm-pool container.
-	Pool bool `json:"pool"`
-	// Orphan is true for a container whose conversation cannot be told,
-	// whose name does not match its conversation, or whose conversation the
-	// store no longer knows (Options.Known): prune and Reconcile remove it
-	// with its workspace.
-	Orphan bool `json:"orphan"`
-	// State is the engine's: running, exited, created, paused, dead, …
-	State   string    `json:"state"`
-	Running bool      `json:"running"`
-	Created time.Time `json:"created"`
-	// ImageHash is the definition hash of the image it was created from;
-	// ImageCurrent says whether new sandboxes would use the same.
-	ImageHash    string `json:"image_hash"`
-	ImageCurrent bool   `json:"image_current"`
-	// ProfileCurrent says whether it was created with the hardening profile
-	// and agent setting in use now.
-	ProfileCurrent bool `json:"profile_current"`
-	// LastUsed is when it was last used as far as this process knows, or
-	// when it stopped; zero when unknown.
-	LastUsed time.Time `json:"last_used,omitzero"`
-	// Workspace is the volume mounted at /workspace.
-	Workspace string `json:"workspace"`
-}
-
-// ShortID is the first 12 digits of the container id.
-func (s Summary) ShortID() string { return shortID(s.ID) }
-
-// Freshness is "current", or says what is stale: "stale image", "stale
-// profile" or "stale image+profile".
-func (s Summary) Freshness() string {
-	switch {
-	case s.ImageCurrent && s.ProfileCurrent:
-		return "current"
-	case s.ProfileCurrent:
-		return "stale image"
-	case s.ImageCurrent:
-		return "stale profile"
-	}
-	return "stale image+profile"
-}
-
-// Details is everything `conch sandbox inspect` shows about one container.
-type Details struct {
-	Summary
-	Engine string `json:"engine"`
-	// Image is the image reference it was created from.
-	Image       string `json:"image"`
-	ProfileHash string `json:"profile_hash"`
-	// Hardening is the confinement as the engine reports it, in a fixed order.
-	Hardening []Setting `json:"hardening"`
-	// HardeningProblems lists where the engine's settings differ from the
-	// active profile (the check run on every create); empty when all of it
-	// is in effect.
-	HardeningProblems []string          `json:"hardening_problems"`
-	Mounts            []Mount           `json:"mounts"`
-	Labels            map[string]string `json:"labels"`
-	ExitCode          int               `json:"exit_code"`
-	OOMKilled         bool              `json:"oom_killed"`
-	Error             string            `json:"error,omitempty"`
-	StartedAt         time.Time         `json:"started_at,omitzero"`
-	FinishedAt        time.Time         `json:"finished_at,omitzero"`
-	// AssignedFromPool is when a warm-pool container was given to its
-	// conversation; zero for a container created for it.
-	AssignedFromPool time.Time `json:"assigned_from_pool,omitzero"`
-}
-
-// Setting is one hardening setting as the engine reports it.
-type Setting struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-// Mount is one of a container's mounts.
-type Mount struct {
-	Type        string `json:"type"`
-	Source      string `json:"source"`
-	Destination string `json:"destination"`
-	ReadOnly    bool   `json:"read_only"`
-}
-
-// RefError is a reference that names no sandbox of this instance, or more
-// than one.
-type RefError struct {
-	Ref      string
-	Instance string
-	// Matches names the containers an ambiguous ref matches.
-	Matches []string
-}
-
-func (e *RefError) Error() string {
-	if len(e.Matches) > 1 {
-		return fmt.Sprintf("sandbox %q is ambiguous: it matches %s; give the full name or more of the id",
-			e.Ref, strings.Join(e.Matches, ", "))
-	}
-	return fmt.Sprintf("no sandbox of instance %s matches %q (looked for a container name, a container id prefix "+
-		"and a conversation key channel:id with a container, a workspace or a place in the store)", e.Instance, e.Ref)
-}
+// inspect | exec | rm | prune`) as the engine tells it, filled into the
+// root's conch.SandboxInfo and conch.SandboxDetails.
 
 func (r *Runtime) refErr(ref string, matches []string) error {
 	kind := conch.KindNotFound
 	if len(matches) > 1 {
 		kind = conch.KindInvalid
 	}
-	return &conch.Error{Kind: kind, Err: &RefError{Ref: ref, Instance: r.opts.InstanceID, Matches: matches}}
+	return &conch.Error{Kind: kind, Err: &conch.SandboxRefError{Ref: ref, Instance: r.opts.InstanceID, Matches: matches}}
 }
 
-// inspected is a container's summary with the engine's full answer.
+// inspected is a container as the operator sees it with the engine's full
+// answer.
 type inspected struct {
-	s Summary
+	s conch.SandboxInfo
 	c container.InspectResponse
-}
-
-// List returns every container of this instance, warm-pool ones included:
-// conversations first (by key), then the pool.
-func (r *Runtime) List(ctx context.Context) ([]Summary, error) {
-	all, _, err := r.inspectAll(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Summary, len(all))
-	for i, f := range all {
-		out[i] = f.s
-	}
-	return out, nil
 }
 
 // inspectAll inspects every container of the instance; known is the
@@ -235,24 +107,26 @@ func (r *Runtime) wantImageHash(ctx context.Context) (string, error) {
 
 // summarize describes one inspected container. known may be nil (every
 // conversation counts as known).
-func (r *Runtime) summarize(c container.InspectResponse, known map[string]bool, wantImage string) Summary {
+func (r *Runtime) summarize(c container.InspectResponse, known map[string]bool, wantImage string) conch.SandboxInfo {
 	name := strings.TrimPrefix(c.Name, "/")
 	var labels map[string]string
+	s := conch.SandboxInfo{Name: name, ID: c.ID, Engine: r.info.Engine + " " + r.info.Version, Workspace: workspaceVolume(c)}
 	if c.Config != nil {
 		labels = c.Config.Labels
+		s.Image = c.Config.Image
 	}
-	s := Summary{Name: name, ID: c.ID, ImageHash: labels[LabelImageHash], Workspace: workspaceVolume(c)}
+	s.ImageHash = labels[LabelImageHash]
 	s.ImageCurrent = s.ImageHash != "" && s.ImageHash == wantImage
 	s.ProfileCurrent = labels[LabelProfileHash] == r.specHash
-	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
-		s.Created = t
-	}
+	s.Created = parseTime(c.Created)
 	if c.State != nil {
 		s.State = string(c.State.Status)
 		s.Running = c.State.Running && !c.State.Paused
+		s.ExitCode, s.OOMKilled, s.Error = c.State.ExitCode, c.State.OOMKilled, c.State.Error
+		s.StartedAt, s.FinishedAt = parseTime(c.State.StartedAt), parseTime(c.State.FinishedAt)
 	}
 	if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
-		s.Pool, s.Conversation = true, PoolConversation
+		s.Pool, s.Conversation = true, conch.PoolConversation
 		return s
 	}
 	convo := labels[LabelConversation]
@@ -271,15 +145,22 @@ func (r *Runtime) summarize(c container.InspectResponse, known map[string]bool, 
 	s.Orphan = name != ContainerName(r.opts.InstanceID, key) || (known != nil && !known[convo])
 	r.mu.Lock()
 	if b := r.boxes[convo]; b != nil {
-		s.LastUsed = b.lastUse
+		s.LastUsed, s.Busy = b.lastUse, b.active > 0
 	}
 	r.mu.Unlock()
-	if s.LastUsed.IsZero() && !s.Running && c.State != nil {
-		if t, err := time.Parse(time.RFC3339Nano, c.State.FinishedAt); err == nil && t.Year() > 1 {
-			s.LastUsed = t
-		}
+	if s.LastUsed.IsZero() && !s.Running {
+		s.LastUsed = s.FinishedAt
 	}
 	return s
+}
+
+// parseTime reads an engine's RFC 3339 time; zero for none (the engine's
+// "0001-01-01T00:00:00Z" included).
+func parseTime(v string) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.Year() > 1 {
+		return t
+	}
+	return time.Time{}
 }
 
 // target is what a ref resolved to: a container, or a conversation without one.
@@ -433,40 +314,23 @@ func (r *Runtime) KeyOf(ctx context.Context, ref string) (conch.ConversationKey,
 }
 
 // Inspect describes the container ref names (see resolve for the forms).
-func (r *Runtime) Inspect(ctx context.Context, ref string) (Details, error) {
+func (r *Runtime) Inspect(ctx context.Context, ref string) (conch.SandboxDetails, error) {
 	t, err := r.resolve(ctx, ref)
 	if err != nil {
-		return Details{}, err
+		return conch.SandboxDetails{}, err
 	}
 	if t.found == nil {
-		msg := fmt.Sprintf("conversation %s has no container now; one is created on its next use", t.key)
-		if len(t.workspaces) > 0 {
-			msg = fmt.Sprintf("conversation %s has no container now (its workspace %s is kept); one is created on its next use",
-				t.key, strings.Join(t.workspaces, ", "))
-		}
-		return Details{}, conch.Errorf(conch.KindNotFound, "%s", msg)
+		return conch.SandboxDetails{}, &conch.NoSandboxError{Key: t.key, Workspaces: t.workspaces}
 	}
 	return r.details(t.found), nil
 }
 
-func (r *Runtime) details(f *inspected) Details {
+func (r *Runtime) details(f *inspected) conch.SandboxDetails {
 	c := f.c
-	d := Details{Summary: f.s, Engine: r.info.Engine, Labels: map[string]string{}}
+	d := conch.SandboxDetails{SandboxInfo: f.s, Labels: map[string]string{}}
 	if c.Config != nil {
-		d.Image = c.Config.Image
-		for k, v := range c.Config.Labels {
-			d.Labels[k] = v
-		}
+		maps.Copy(d.Labels, c.Config.Labels)
 		d.ProfileHash = c.Config.Labels[LabelProfileHash]
-	}
-	if c.State != nil {
-		d.ExitCode, d.OOMKilled, d.Error = c.State.ExitCode, c.State.OOMKilled, c.State.Error
-		if t, err := time.Parse(time.RFC3339Nano, c.State.StartedAt); err == nil && t.Year() > 1 {
-			d.StartedAt = t
-		}
-		if t, err := time.Parse(time.RFC3339Nano, c.State.FinishedAt); err == nil && t.Year() > 1 {
-			d.FinishedAt = t
-		}
 	}
 	if e, ok := r.reg.get(f.s.Name); ok {
 		d.AssignedFromPool = e.Assigned
@@ -476,7 +340,7 @@ func (r *Runtime) details(f *inspected) Details {
 		if src == "" {
 			src = m.Source
 		}
-		d.Mounts = append(d.Mounts, Mount{Type: string(m.Type), Source: src, Destination: m.Destination, ReadOnly: !m.RW})
+		d.Mounts = append(d.Mounts, conch.SandboxMount{Type: string(m.Type), Source: src, Destination: m.Destination, ReadOnly: !m.RW})
 	}
 	d.Hardening = engineSettings(c)
 	d.HardeningProblems = r.profile.verify(r.info.Engine, r.seccomp, c)
@@ -487,10 +351,10 @@ func (r *Runtime) details(f *inspected) Details {
 }
 
 // engineSettings renders the confinement the engine reports for c.
-func engineSettings(c container.InspectResponse) []Setting {
+func engineSettings(c container.InspectResponse) []conch.SandboxSetting {
 	hc := c.HostConfig
 	if hc == nil || c.Config == nil {
-		return []Setting{{"inspect", "the engine reported no HostConfig or Config"}}
+		return []conch.SandboxSetting{{Name: "inspect", Value: "the engine reported no HostConfig or Config"}}
 	}
 	list := func(xs []string) string {
 		if len(xs) == 0 {
@@ -534,21 +398,21 @@ func engineSettings(c container.InspectResponse) []Setting {
 	if network == "" {
 		network = "(engine default)"
 	}
-	return []Setting{
-		{"init user", c.Config.User}, // the tools run as Hardening.User (an exec option)
-		{"read-only root", strconv.FormatBool(hc.ReadonlyRootfs)},
-		{"privileged", strconv.FormatBool(hc.Privileged)},
-		{"cap drop", list(hc.CapDrop)},
-		{"cap add", list(hc.CapAdd)},
-		{"security options", list(summarizeSecurityOpt(hc.SecurityOpt))},
-		{"network", network},
-		{"pids limit", pids},
-		{"cpus", cpus},
-		{"memory", bytesOrUnlimited(hc.Memory)},
-		{"memory+swap", bytesOrUnlimited(hc.MemorySwap)},
-		{"tmpfs", list(tmpfs)},
-		{"init", init},
-		{"ulimits", list(ulimits)},
+	return []conch.SandboxSetting{
+		{Name: "init user", Value: c.Config.User}, // the tools run as Hardening.User (an exec option)
+		{Name: "read-only root", Value: strconv.FormatBool(hc.ReadonlyRootfs)},
+		{Name: "privileged", Value: strconv.FormatBool(hc.Privileged)},
+		{Name: "cap drop", Value: list(hc.CapDrop)},
+		{Name: "cap add", Value: list(hc.CapAdd)},
+		{Name: "security options", Value: list(summarizeSecurityOpt(hc.SecurityOpt))},
+		{Name: "network", Value: network},
+		{Name: "pids limit", Value: pids},
+		{Name: "cpus", Value: cpus},
+		{Name: "memory", Value: bytesOrUnlimited(hc.Memory)},
+		{Name: "memory+swap", Value: bytesOrUnlimited(hc.MemorySwap)},
+		{Name: "tmpfs", Value: list(tmpfs)},
+		{Name: "init", Value: init},
+		{Name: "ulimits", Value: list(ulimits)},
 	}
 }
 
@@ -562,4 +426,13 @@ func bytesOrUnlimited(n int64) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// refresh rereads the registry file: another conch process (`conch up`
+// beside `conch sandbox`) may have assigned pool containers since this one
+// read it.
+func (g *registry) refresh() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reloadLocked()
 }

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -173,7 +174,7 @@ func (r *Runtime) Prune(ctx context.Context, dryRun bool) ([]string, error) {
 
 // pruneReason says why prune removes a container ("" keeps it) and whether
 // its workspace goes with it.
-func (r *Runtime) pruneReason(s Summary, now time.Time) (reason string, withWorkspace bool) {
+func (r *Runtime) pruneReason(s conch.SandboxInfo, now time.Time) (reason string, withWorkspace bool) {
 	if s.State == string(container.StateCreated) && now.Sub(s.Created) < 5*time.Minute {
 		return "", false // being created
 	}
@@ -206,7 +207,7 @@ func (r *Runtime) pruneReason(s Summary, now time.Time) (reason string, withWork
 
 // removeKeepWorkspace removes a conversation's container under its lock,
 // keeping its workspace and registry entry.
-func (r *Runtime) removeKeepWorkspace(ctx context.Context, s Summary, reason string) error {
+func (r *Runtime) removeKeepWorkspace(ctx context.Context, s conch.SandboxInfo, reason string) error {
 	b, err := r.lockBox(ctx, s.Key)
 	if err != nil {
 		return err
@@ -218,4 +219,23 @@ func (r *Runtime) removeKeepWorkspace(ctx context.Context, s Summary, reason str
 	}
 	b.id, b.running = "", false
 	return nil
+}
+
+// humanDuration renders d coarsely: 45s, 3m, 2h5m, 4d.
+func humanDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		h := int(d.Hours())
+		if m := int(d.Minutes()) % 60; m > 0 {
+			return fmt.Sprintf("%dh%dm", h, m)
+		}
+		return fmt.Sprintf("%dh", h)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }

@@ -39,8 +39,8 @@ func (k *knownSet) forget(key conch.ConversationKey) {
 	delete(k.keys, key)
 }
 
-func byName(list []docker.Summary) map[string]docker.Summary {
-	m := map[string]docker.Summary{}
+func byName(list []conch.SandboxInfo) map[string]conch.SandboxInfo {
+	m := map[string]conch.SandboxInfo{}
 	for _, s := range list {
 		m[s.Name] = s
 	}
@@ -49,7 +49,7 @@ func byName(list []docker.Summary) map[string]docker.Summary {
 
 // TestAdmin drives the operator's view on real containers: two
 // conversations (one stopped), an orphan, a warm-pool container and a
-// dangling workspace; List, Inspect, Describe, Prune and RemoveRef.
+// dangling workspace; Sandboxes, Inspect, /status, Prune and RemoveRef.
 func TestAdmin(t *testing.T) {
 	engine.Each(t, func(t *testing.T, eng *engine.Engine) {
 		a, b, c := key("!a:example.org"), key("!b:example.org"), key("!c:example.org")
@@ -92,15 +92,15 @@ func TestAdmin(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		t.Run("List", func(t *testing.T) {
-			list, err := rt.List(ctx)
+		t.Run("Sandboxes", func(t *testing.T) {
+			list, err := rt.Sandboxes(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(list) != 4 {
 				t.Fatalf("got %d sandboxes %+v, want 4", len(list), list)
 			}
-			if !list[3].Pool || list[3].Conversation != docker.PoolConversation {
+			if !list[3].Pool || list[3].Conversation != conch.PoolConversation {
 				t.Errorf("last entry %+v, want the pool container", list[3])
 			}
 			m := byName(list)
@@ -160,10 +160,10 @@ func TestAdmin(t *testing.T) {
 			if len(d.HardeningProblems) != 0 {
 				t.Errorf("hardening problems %v, want none", d.HardeningProblems)
 			}
-			if d.OOMKilled || !d.Running || d.Engine != eng.Name || d.Labels[docker.LabelInstance] != inst || !strings.HasSuffix(d.Image, eng.Image) {
+			if d.OOMKilled || !d.Running || !strings.HasPrefix(d.Engine, eng.Name+" ") || d.Labels[docker.LabelInstance] != inst || !strings.HasSuffix(d.Image, eng.Image) {
 				t.Errorf("got oom %v running %v engine %q labels %v image %q", d.OOMKilled, d.Running, d.Engine, d.Labels, d.Image)
 			}
-			if !slices.ContainsFunc(d.Mounts, func(m docker.Mount) bool {
+			if !slices.ContainsFunc(d.Mounts, func(m conch.SandboxMount) bool {
 				return m.Destination == docker.WorkspaceDir && m.Source == nameA && !m.ReadOnly
 			}) {
 				t.Errorf("mounts %+v, want %s read-write at %s", d.Mounts, nameA, docker.WorkspaceDir)
@@ -176,7 +176,7 @@ func TestAdmin(t *testing.T) {
 		t.Run("unknown refs", func(t *testing.T) {
 			for _, ref := range []string{"nosuch", "matrix:!nobody:example.org", "fffffffffffff", ""} {
 				_, err := rt.Inspect(ctx, ref)
-				var re *docker.RefError
+				var re *conch.SandboxRefError
 				if ref == "" {
 					if conch.KindOf(err) != conch.KindInvalid {
 						t.Errorf("Inspect(%q): got %v, want an invalid-input error", ref, err)
@@ -193,7 +193,7 @@ func TestAdmin(t *testing.T) {
 		})
 
 		t.Run("KeyOf", func(t *testing.T) {
-			list, err := rt.List(ctx)
+			list, err := rt.Sandboxes(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +243,7 @@ func TestAdmin(t *testing.T) {
 			if !slices.Equal(dry, want) {
 				t.Fatalf("dry run:\ngot  %q\nwant %q", dry, want)
 			}
-			if list, _ := rt.List(ctx); len(list) != 4 {
+			if list, _ := rt.Sandboxes(ctx); len(list) != 4 {
 				t.Fatalf("after a dry run %d sandboxes, want all 4", len(list))
 			}
 			got, err := rt.Prune(ctx, false)
@@ -253,7 +253,7 @@ func TestAdmin(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("prune:\ngot  %q\nwant %q", got, want)
 			}
-			list, err := rt.List(ctx)
+			list, err := rt.Sandboxes(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +304,7 @@ func TestAdmin(t *testing.T) {
 			if _, err := api.ContainerInspect(ctx, sb.ID(), client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 				t.Errorf("a's container after rm: got %v, want gone", err)
 			}
-			list, err := rt.List(ctx)
+			list, err := rt.Sandboxes(ctx)
 			if err != nil || len(list) != 1 || !list[0].Pool {
 				t.Fatalf("before removing the pool: %+v, %v", list, err)
 			}
@@ -313,7 +313,7 @@ func TestAdmin(t *testing.T) {
 			if want := []string{"container " + pool.Name, "volume " + pool.Workspace}; err != nil || !slices.Equal(got, want) {
 				t.Errorf("rm pool: got %q, %v; want %q", got, err, want)
 			}
-			if list, err := rt.List(ctx); err != nil || len(list) != 0 {
+			if list, err := rt.Sandboxes(ctx); err != nil || len(list) != 0 {
 				t.Errorf("at the end: %+v, %v; want none", list, err)
 			}
 			if got := rt.Describe(ctx, a); got != "Computer: none yet (created on first use)" {
@@ -321,40 +321,6 @@ func TestAdmin(t *testing.T) {
 			}
 		})
 	})
-}
-
-func TestFreshness(t *testing.T) {
-	for _, tc := range []struct {
-		image, profile bool
-		want           string
-	}{
-		{true, true, "current"},
-		{false, true, "stale image"},
-		{true, false, "stale profile"},
-		{false, false, "stale image+profile"},
-	} {
-		s := docker.Summary{ImageCurrent: tc.image, ProfileCurrent: tc.profile}
-		if got := s.Freshness(); got != tc.want {
-			t.Errorf("image %v profile %v: got %q, want %q", tc.image, tc.profile, got, tc.want)
-		}
-	}
-}
-
-func TestRefErrorMessage(t *testing.T) {
-	for _, tc := range []struct {
-		err  docker.RefError
-		want []string
-	}{
-		{docker.RefError{Ref: "x", Instance: "i1"}, []string{`matches "x"`, "instance i1", "container name", "id prefix", "channel:id"}},
-		{docker.RefError{Ref: "ab", Matches: []string{"n1", "n2"}}, []string{`"ab" is ambiguous`, "n1, n2"}},
-	} {
-		got := tc.err.Error()
-		for _, w := range tc.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("got %q, want %q in it", got, w)
-			}
-		}
-	}
 }
 
 // TestAdminPoolAssigned: a conversation that took a warm-pool container is
@@ -367,7 +333,7 @@ func TestAdminPoolAssigned(t *testing.T) {
 		if err := rt.FillPool(ctx); err != nil {
 			t.Fatalf("FillPool: %v", err)
 		}
-		pool, err := rt.List(ctx)
+		pool, err := rt.Sandboxes(ctx)
 		if err != nil || len(pool) != 1 || !pool[0].Pool {
 			t.Fatalf("after FillPool: %+v, %v; want one pool container", pool, err)
 		}
@@ -378,7 +344,7 @@ func TestAdminPoolAssigned(t *testing.T) {
 		rt.Close() // waits for the pool refill it started
 		rt2 := reopen(t, eng, rt.opts)
 		name := docker.ContainerName(rt.opts.InstanceID, k)
-		list, err := rt2.List(ctx)
+		list, err := rt2.Sandboxes(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,36 +13,36 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// This file is the backend-neutral operator's view (conch.SandboxAdmin) over
-// the docker-specific one in admin.go.
+// This file is conch.SandboxAdmin over the engine's view in admin.go: what
+// the CLI, /status and the dashboard render.
 
 var (
 	_ conch.SandboxAdmin = (*Runtime)(nil)
 	_ conch.Releaser     = (*Runtime)(nil)
 )
 
-// Sandboxes lists every sandbox of this instance, warm-pool containers
-// included, in List's order.
+// Sandboxes lists every container of this instance, warm-pool ones
+// included: conversations first (by key), then the pool.
 func (r *Runtime) Sandboxes(ctx context.Context) ([]conch.SandboxInfo, error) {
 	all, _, err := r.inspectAll(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]conch.SandboxInfo, len(all))
-	for i := range all {
-		out[i] = r.sandboxInfo(&all[i])
+	for i, f := range all {
+		out[i] = f.s
 	}
 	return out, nil
 }
 
-// SandboxInfo describes the conversation's sandbox; KindNotFound when it has
-// no container.
+// SandboxInfo describes the conversation's sandbox; a *conch.NoSandboxError
+// (KindNotFound, with the workspaces kept) when it has no container.
 func (r *Runtime) SandboxInfo(ctx context.Context, key conch.ConversationKey) (conch.SandboxInfo, error) {
 	f, err := r.inspectOwn(ctx, key)
 	if err != nil {
 		return conch.SandboxInfo{}, err
 	}
-	return r.sandboxInfo(f), nil
+	return f.s, nil
 }
 
 // inspectOwn inspects the container named for key.
@@ -59,7 +59,11 @@ func (r *Runtime) inspectOwn(ctx context.Context, key conch.ConversationKey) (*i
 	name := ContainerName(r.opts.InstanceID, key)
 	ins, err := r.api.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
-		return nil, conch.Errorf(conch.KindNotFound, "conversation %s has no sandbox now", key)
+		ws, err := r.workspacesOf(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return nil, &conch.NoSandboxError{Key: key, Workspaces: ws}
 	}
 	if err != nil {
 		return nil, r.engineErr("inspect sandbox "+name, err)
@@ -68,18 +72,11 @@ func (r *Runtime) inspectOwn(ctx context.Context, key conch.ConversationKey) (*i
 	if err != nil {
 		return nil, err
 	}
-	return &inspected{s: r.summarize(ins.Container, known, ""), c: ins.Container}, nil
-}
-
-func (r *Runtime) sandboxInfo(f *inspected) conch.SandboxInfo {
-	s := f.s
-	info := conch.SandboxInfo{Name: s.Name, ID: s.ID, Key: s.Key, Conversation: s.Conversation,
-		Engine: r.info.Engine + " " + r.info.Version, State: s.State, Running: s.Running, Created: s.Created,
-		Pool: s.Pool, Orphan: s.Orphan}
-	if f.c.Config != nil {
-		info.Image = f.c.Config.Image
+	want, err := r.wantImageHash(ctx)
+	if err != nil {
+		return nil, r.engineErr("inspect sandbox "+name, err)
 	}
-	return info
+	return &inspected{s: r.summarize(ins.Container, known, want), c: ins.Container}, nil
 }
 
 // SandboxStats reads the conversation's sandbox's resource use: one stats
@@ -103,6 +100,7 @@ func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (
 			return conch.SandboxStats{}, fmt.Errorf("stats of sandbox %s: %w", f.s.Name, err)
 		}
 		st = statsFrom(raw)
+		st.PIDsLimit = r.pidsLimit(raw)
 	} else if hc := f.c.HostConfig; hc != nil {
 		st.MemoryLimit = hc.Memory
 	}
@@ -110,8 +108,37 @@ func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (
 		st.DiskBytes, st.DiskLimit = used, limit
 	} else {
 		st.DiskBytes = r.volumeBytes(ctx, f.s.Workspace)
+		st.DiskQuotaMissing = r.opts.Disk > 0
 	}
 	return st, nil
+}
+
+// pids reads the container's process count and limit from one stats sample.
+func (r *Runtime) pids(ctx context.Context, id string) (cur, limit int64, ok bool) {
+	res, err := r.api.ContainerStats(ctx, id, client.ContainerStatsOptions{Stream: false})
+	if err != nil {
+		return 0, 0, false
+	}
+	defer res.Body.Close()
+	var raw container.StatsResponse
+	if err := json.NewDecoder(res.Body).Decode(&raw); err != nil {
+		return 0, 0, false
+	}
+	return int64(raw.PidsStats.Current), r.pidsLimit(raw), true
+}
+
+// pidsLimit is a stats sample's process limit, or the profile's: Podman's
+// stats leave it out.
+func (r *Runtime) pidsLimit(raw container.StatsResponse) int64 {
+	if limit := int64(raw.PidsStats.Limit); limit > 0 && limit <= 1<<22 {
+		return limit
+	}
+	return r.profile.Pids
+}
+
+// atPidsLimit: too few processes are left to start the agent.
+func atPidsLimit(cur, limit int64) bool {
+	return conch.SandboxStats{PIDs: cur, PIDsLimit: limit}.AtPIDsLimit()
 }
 
 // statsFrom turns one engine stats sample into SandboxStats (DiskBytes -1).

@@ -1,15 +1,32 @@
 package docker_test
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"conch"
+	"conch/gateway"
 	"conch/internal/testenv/engine"
 	"conch/sandbox/docker"
 
 	"github.com/moby/moby/client"
 )
+
+// Describe is /status's line about the conversation's computer, rendered by
+// the gateway from this backend's view (conch.SandboxAdmin) at the
+// runtime's clock.
+func (r *testRuntime) Describe(ctx context.Context, key conch.ConversationKey) string {
+	now := time.Now()
+	if r.opts.Now != nil {
+		now = r.opts.Now()
+	}
+	return gateway.SandboxStatus(ctx, r.Runtime, key, now, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
 
 // TestSandboxAdmin: the backend-neutral operator's view on a real engine,
 // and Release leaving the container alone.
@@ -39,8 +56,15 @@ func TestSandboxAdmin(t *testing.T) {
 		if info.ID != sb.ID() || info.State != "running" || !strings.HasSuffix(info.Image, eng.Image) || info.Engine == "" || info.Created.IsZero() {
 			t.Errorf("SandboxInfo: got %+v, want id %s, running, image …%s, engine and created set", info, sb.ID(), eng.Image)
 		}
-		if _, err := rt.SandboxInfo(ctx, key("!none:example.org")); conch.KindOf(err) != conch.KindNotFound {
-			t.Errorf("SandboxInfo of a conversation without a sandbox: got %v, want KindNotFound", err)
+		if info.Busy || time.Since(info.LastUsed) > time.Minute || !info.ImageCurrent || !info.ProfileCurrent || info.Workspace != name || info.StartedAt.IsZero() {
+			t.Errorf("SandboxInfo: got %+v, want idle, just used, current, workspace %s, started", info, name)
+		}
+		var none *conch.NoSandboxError
+		if _, err := rt.SandboxInfo(ctx, key("!none:example.org")); conch.KindOf(err) != conch.KindNotFound || !errors.As(err, &none) || len(none.Workspaces) != 0 {
+			t.Errorf("SandboxInfo of a conversation without a sandbox: got %v, want KindNotFound, a NoSandboxError without workspaces", err)
+		}
+		if d, err := rt.Inspect(ctx, k.String()); err != nil || d.SandboxInfo != info || len(d.Hardening) == 0 {
+			t.Errorf("Inspect(%s): got %+v, %v; want the SandboxInfo's view with its hardening", k, d, err)
 		}
 
 		st, err := rt.SandboxStats(ctx, k)
@@ -50,6 +74,9 @@ func TestSandboxAdmin(t *testing.T) {
 		t.Logf("%s stats: %+v", eng.Name, st)
 		if st.MemoryBytes <= 0 || st.PIDs <= 0 || st.CPUPercent < 0 {
 			t.Errorf("SandboxStats: got %+v, want memory > 0 and pids > 0", st)
+		}
+		if st.PIDsLimit != rt.Profile().Pids || st.AtPIDsLimit() {
+			t.Errorf("SandboxStats: %d of %d processes, want the profile's limit %d and not at it", st.PIDs, st.PIDsLimit, rt.Profile().Pids)
 		}
 		if st.MemoryLimit != rt.Profile().Memory {
 			t.Errorf("SandboxStats: memory limit %d, want the profile's %d", st.MemoryLimit, rt.Profile().Memory)

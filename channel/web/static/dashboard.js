@@ -12,6 +12,15 @@ function stateText(c) {
   return c.state || "idle";
 }
 
+// sandboxState is a sandbox's state with what /status adds to it: out of
+// memory, busy.
+function sandboxState(s) {
+  let t = s.state;
+  if (s.state === "exited" && s.oom_killed) t += " (out of memory)";
+  if (s.busy) t += ", busy";
+  return t;
+}
+
 // usageText is what a conversation's model calls cost, all time.
 function usageText(c) {
   if (!c.tokens) return "";
@@ -63,10 +72,10 @@ async function refresh() {
       conch.el("td", { text: s.name, title: s.id }),
       conch.el("td", { text: s.conversation + (s.pool ? " (pool)" : "") + (s.orphan ? " (orphan)" : "") }),
       conch.el("td", { text: s.engine }),
-      conch.el("td", { class: "state " + s.state, text: s.state }),
+      conch.el("td", { class: "state " + s.state, text: sandboxState(s), title: "image " + (s.image_current ? "current" : "stale") + ", profile " + (s.profile_current ? "current" : "stale") }),
       conch.el("td", { text: st ? st.cpu_percent.toFixed(1) + "%" : (s.stats_error ? "?" : "") }),
       conch.el("td", { text: st ? conch.bytes(st.memory_bytes) + (st.memory_limit ? " / " + conch.bytes(st.memory_limit) : "") : "" }),
-      conch.el("td", { text: st ? String(st.pids) : "" }),
+      conch.el("td", { text: st ? String(st.pids) + (st.pids_limit ? " / " + st.pids_limit : "") : "", class: st && st.pids_limit && st.pids + 4 > st.pids_limit ? "err" : "" }),
       terms,
       conch.el("td", {}, s.conversation && !s.pool ? btn("remove", () => act("remove", s.conversation, "Remove the sandbox of " + s.conversation + " and its workspace?"), "danger") : "")));
   }
