@@ -123,9 +123,11 @@ type Gateway struct {
 	// resuming holds the workers back while Run queues the turns a
 	// previous run left, so a message stored meanwhile waits its turn.
 	resuming bool
-	convs    map[conch.ConversationKey]*conversation
-	wg       sync.WaitGroup // running workers
-	idle     *sync.Cond     // signalled when a worker ends
+	// started is closed once Run has resumed what a previous run left.
+	started chan struct{}
+	convs   map[conch.ConversationKey]*conversation
+	wg      sync.WaitGroup // running workers
+	idle    *sync.Cond     // signalled when a worker ends
 }
 
 // seenCommand reports whether the command was handled before, and
@@ -181,11 +183,15 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Allow == nil {
+		opts.Allow = map[conch.ChannelName]Allowlist{}
+	}
 	g := &Gateway{
 		opts:     opts,
 		channels: make(map[conch.ChannelName]conch.Channel),
 		log:      opts.Logger,
 		convs:    make(map[conch.ConversationKey]*conversation),
+		started:  make(chan struct{}),
 	}
 	g.hub = NewHub(opts.Events, opts.Logger, opts.Now)
 	g.view = newTurnView(g)
@@ -200,17 +206,34 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
-// Run resumes interrupted turns, runs every channel and blocks until ctx is
-// done or a channel fails for good; then it stops the channels, lets running
-// turns be cancelled (they stay "running" in the store and resume at the
-// next start) and waits for the workers.
-func (g *Gateway) Run(ctx context.Context) error {
+// Attached is a channel the gateway runs, with its allowlist.
+type Attached struct {
+	Channel conch.Channel
+	Allow   Allowlist
+}
+
+// Run attaches the channels (beside Options.Channels), resumes interrupted
+// turns, runs every channel and blocks until ctx is done or a channel fails
+// for good; then it stops the channels, lets running turns be cancelled
+// (they stay "running" in the store and resume at the next start) and waits
+// for the workers. Channels are built after the gateway, with it as their
+// event source and control, and attached here.
+func (g *Gateway) Run(ctx context.Context, channels ...Attached) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	g.mu.Lock()
 	if g.ctx != nil {
 		g.mu.Unlock()
 		return errors.New("gateway: already running")
+	}
+	for _, a := range channels {
+		name := a.Channel.Name()
+		if _, dup := g.channels[name]; dup {
+			g.mu.Unlock()
+			return fmt.Errorf("gateway: two channels named %q", name)
+		}
+		g.channels[name] = a.Channel
+		g.opts.Allow[name] = a.Allow
 	}
 	g.ctx = ctx
 	g.resuming = true
@@ -260,6 +283,16 @@ func (g *Gateway) Run(ctx context.Context) error {
 // WaitIdle blocks until no conversation has work (post-turn hooks
 // included) or ctx is done.
 func (g *Gateway) WaitIdle(ctx context.Context) error {
+	g.mu.Lock()
+	running, started := g.ctx != nil, g.started
+	g.mu.Unlock()
+	if running {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if err := g.waitWorkers(ctx); err != nil {
 		return err
 	}
@@ -299,6 +332,7 @@ func (g *Gateway) startWorkers() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.resuming = false
+	close(g.started)
 	for _, c := range g.convs {
 		if len(c.queue) > 0 && !c.busy {
 			c.start()

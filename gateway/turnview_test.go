@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/fake"
 )
 
 // The typing indicator is shown when a turn starts, shown again every
@@ -76,4 +77,31 @@ func TestProgressFollowsTheHub(t *testing.T) {
 		}
 	}
 
+}
+
+// Channels built after the gateway (with it as their event source) are
+// attached by Run with their allowlists; a second channel of the same name
+// is refused.
+func TestRunAttachesChannels(t *testing.T) {
+	e := newEnvWith(t, nil, func(o *Options) { o.Channels, o.Allow = nil, nil })
+	e.model.Push(fake.Text("attached"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.gw.Run(ctx, Attached{Channel: e.ch, Allow: NewAllowlist("alice")}) }()
+	e.waitRunning()
+	e.send("c1", "alice", "hello")
+	if out := e.waitFor("the answer", countKind(conch.OutboundReply, 1)); out[len(out)-1].Text != "attached" {
+		t.Fatalf("answer %+v", out)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	g2, err := New(Options{Store: e.db, Agent: e.gw.opts.Agent, Channels: []conch.Channel{fake.NewChannel(cli)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g2.Run(context.Background(), Attached{Channel: fake.NewChannel(cli)}); err == nil {
+		t.Fatal("two channels of one name were accepted")
+	}
 }

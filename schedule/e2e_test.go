@@ -50,7 +50,7 @@ func start(t *testing.T, path string, model *fake.Model) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.sched, err = schedule.New(schedule.Options{Store: db, Submitter: w.gw,
+	w.sched, err = schedule.New(schedule.Options{Store: db,
 		Now: func() time.Time { return time.Now().Add(time.Duration(w.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func start(t *testing.T, path string, model *fake.Model) *world {
 	rctx, cancel := context.WithCancel(context.Background())
 	gdone, sdone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(gdone); _ = w.gw.Run(rctx) }()
-	go func() { defer close(sdone); _ = w.sched.Run(rctx) }()
+	go func() { defer close(sdone); _ = w.sched.Run(rctx, w.gw) }()
 	w.stop = func() {
 		cancel()
 		<-sdone

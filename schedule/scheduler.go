@@ -30,8 +30,7 @@ type Waiter interface {
 
 // Options configures a Scheduler.
 type Options struct {
-	Store     Store
-	Submitter conch.Submitter
+	Store Store
 	// Waiter waits for watches; nil refuses watches.
 	Waiter Waiter
 	// MaxPerConversation caps a conversation's wakes and watches together.
@@ -53,14 +52,17 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	watches map[string]context.CancelFunc // running watch waits by entry id
+	// sub is where wakes are submitted: the gateway, given to Run (it is
+	// built after the tools that hold the scheduler).
+	sub conch.Submitter
 }
 
 var _ conch.Releaser = (*Scheduler)(nil)
 
 // New returns a Scheduler.
 func New(o Options) (*Scheduler, error) {
-	if o.Store == nil || o.Submitter == nil {
-		return nil, errors.New("schedule: store and submitter are required")
+	if o.Store == nil {
+		return nil, errors.New("schedule: a store is required")
 	}
 	if o.MaxPerConversation <= 0 {
 		o.MaxPerConversation = DefaultMaxPerConversation
@@ -199,10 +201,15 @@ func (s *Scheduler) stopWatch(id string) {
 	}
 }
 
-// Run fires entries until ctx is done. Wakes whose time passed while conch
+// Run fires entries until ctx is done, submitting them through sub (the
+// gateway). Wakes whose time passed while conch
 // was not running fire once at the start, with a note; a cron wake then
 // goes on from the present (missed times are not repeated).
-func (s *Scheduler) Run(ctx context.Context) error {
+func (s *Scheduler) Run(ctx context.Context, sub conch.Submitter) error {
+	if sub == nil {
+		return errors.New("schedule: Run needs a submitter")
+	}
+	s.sub = sub
 	started := s.o.Now()
 	var wg sync.WaitGroup
 	defer func() {
@@ -303,7 +310,7 @@ func (s *Scheduler) fire(ctx context.Context, e Entry, started time.Time) (time.
 	}
 	in := conch.Inbound{Key: e.Key, Text: text, Origin: e.Origin(),
 		ExternalID: fmt.Sprintf("schedule:%s:%d", e.ID, e.Next.UnixMilli()), ReceivedAt: s.o.Now()}
-	if _, err := s.o.Submitter.Submit(ctx, in); err != nil {
+	if _, err := s.sub.Submit(ctx, in); err != nil {
 		return time.Time{}, err
 	}
 	s.log.Info("schedules: wake fired", "id", e.ID, "conversation", e.Key, "due", e.Next)
@@ -362,7 +369,7 @@ func (s *Scheduler) startWatch(ctx context.Context, e Entry, started time.Time, 
 		text := fmt.Sprintf("[Watch %s, %s] %s\n\n%s", e.ID, w.Describe(), strings.TrimSpace(what), e.Message)
 		in := conch.Inbound{Key: e.Key, Text: strings.TrimSpace(text), Origin: e.Origin(), ExternalID: "watch:" + e.ID, ReceivedAt: s.o.Now()}
 		for {
-			_, err := s.o.Submitter.Submit(wctx, in)
+			_, err := s.sub.Submit(wctx, in)
 			if err == nil {
 				break
 			}

@@ -90,14 +90,14 @@ var key = conch.ConversationKey{Channel: conch.ChannelCLI, ID: "local"}
 // run starts a scheduler over st in the bubble and returns it and a stop func.
 func run(t *testing.T, st Store, sub conch.Submitter, o Options) (*Scheduler, func()) {
 	t.Helper()
-	o.Store, o.Submitter = st, sub
+	o.Store = st
 	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
+	go func() { defer close(done); _ = s.Run(ctx, sub) }()
 	return s, func() { cancel(); <-done }
 }
 

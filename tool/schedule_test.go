@@ -12,7 +12,7 @@ import (
 )
 
 func TestScheduleTool(t *testing.T) {
-	sched, err := schedule.New(schedule.Options{Store: sqlitetest.MustOpenMemory(t), Submitter: &submissions{ch: make(chan struct{}, 1)}})
+	sched, err := schedule.New(schedule.Options{Store: sqlitetest.MustOpenMemory(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,14 +52,14 @@ func TestWatchFiresOnTerminalExitOutputAndFile(t *testing.T) {
 		pool := terminal.NewPool(prov, terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(pool.Close)
 		sub := &submissions{ch: make(chan struct{}, 4)}
-		sched, err := schedule.New(schedule.Options{Store: sqlitetest.MustOpenMemory(t), Submitter: sub,
+		sched, err := schedule.New(schedule.Options{Store: sqlitetest.MustOpenMemory(t),
 			Waiter: &schedule.SandboxWaiter{Terminals: pool, Sandboxes: prov}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); _ = sched.Run(ctx) }()
+		go func() { defer close(done); _ = sched.Run(ctx, sub) }()
 		t.Cleanup(func() { cancel(); <-done })
 
 		key := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "w"}
@@ -140,14 +140,14 @@ func TestWatchSurvivesRestart(t *testing.T) {
 		sub := &submissions{ch: make(chan struct{}, 4)}
 		up := func() (*schedule.Scheduler, *terminal.Pool, func()) {
 			pool := terminal.NewPool(prov, reg, b.Opts)
-			sched, err := schedule.New(schedule.Options{Store: db, Submitter: sub,
+			sched, err := schedule.New(schedule.Options{Store: db,
 				Waiter: &schedule.SandboxWaiter{Terminals: pool, Sandboxes: prov}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			go func() { defer close(done); _ = sched.Run(ctx) }()
+			go func() { defer close(done); _ = sched.Run(ctx, sub) }()
 			return sched, pool, func() { cancel(); <-done; pool.Close() }
 		}
 		sched, pool, down := up()

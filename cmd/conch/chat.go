@@ -73,8 +73,7 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 	}
 	// The channel ends at EOF; the gateway then finishes the queued turns.
 	eof := &eofChannel{Channel: ch, done: make(chan struct{})}
-	gw, err := newGateway(d, []conch.Channel{eof},
-		map[conch.ChannelName]gateway.Allowlist{conch.ChannelCLI: gateway.NewAllowlist(string(user))})
+	gw, err := newGateway(d)
 	if err != nil {
 		return err
 	}
@@ -82,7 +81,9 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 	defer cancel()
 	failed := countFailedTurns(runCtx, gw, ch.Key)
 	errc := make(chan error, 1)
-	go func() { errc <- gw.Run(runCtx) }()
+	go func() {
+		errc <- gw.Run(runCtx, gateway.Attached{Channel: eof, Allow: gateway.NewAllowlist(string(user))})
+	}()
 	select {
 	case <-eof.done:
 		if err := gw.WaitIdle(ctx); err != nil {

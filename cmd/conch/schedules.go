@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,7 +52,7 @@ func (a *app) openSchedules(cmd *cobra.Command, conv string) (*schedule.Schedule
 	if err != nil {
 		return nil, key, nil, err
 	}
-	s, err := schedule.New(schedule.Options{Store: db, Submitter: noSubmitter{}})
+	s, err := schedule.New(schedule.Options{Store: db})
 	if err != nil {
 		db.Close()
 		return nil, key, nil, err
@@ -114,14 +113,6 @@ func (a *app) schedulesCancelCmd(conv *string) *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// noSubmitter stands in for the gateway where entries are only listed and
-// cancelled.
-type noSubmitter struct{}
-
-func (noSubmitter) Submit(context.Context, conch.Inbound) (conch.Turn, error) {
-	return conch.Turn{}, conch.Errorf(conch.KindUnavailable, "not running")
 }
 
 func clipLine(s string, n int) string {

@@ -63,19 +63,19 @@ func (a *app) up(ctx context.Context) error {
 			}
 		}()
 	}
-	channels, allow, err := a.channels(ctx, d)
+	// The gateway first, then the channels that reach it (the web chat
+	// follows its events), attached when it runs.
+	gw, err := newGateway(d)
+	if err != nil {
+		return err
+	}
+	d.gw = gw
+	channels, err := a.channels(ctx, d)
 	if err != nil {
 		return err
 	}
 	if len(channels) == 0 {
 		log.Warn("no channel is configured; conch serves only its health endpoint. Configure [matrix] (or CONCH_MATRIX_HOMESERVER) or [email] (CONCH_EMAIL_ADDRESS) to talk to it, or use `conch chat`.")
-	}
-	gw, err := newGateway(d, channels, allow)
-	if err != nil {
-		return err
-	}
-	if d.gateway != nil {
-		d.gateway.set(gw) // the web chat reaches the gateway (web.go)
 	}
 	if d.http != nil {
 		d.http.Serve()
@@ -89,7 +89,7 @@ func (a *app) up(ctx context.Context) error {
 	go func() {
 		defer close(schedDone)
 		if d.sched != nil {
-			if err := d.sched.Run(schedCtx); err != nil {
+			if err := d.sched.Run(schedCtx, gw); err != nil {
 				log.Error("scheduler stopped", "err", err)
 			}
 		}
@@ -100,7 +100,7 @@ func (a *app) up(ctx context.Context) error {
 		defer close(janitorDone)
 		d.db.RunJanitor(schedCtx, sqlite.JanitorInterval, log)
 	}()
-	err = gw.Run(ctx)
+	err = gw.Run(ctx, channels...)
 	stopSched()
 	<-schedDone
 	<-janitorDone
@@ -113,14 +113,13 @@ func (a *app) up(ctx context.Context) error {
 	return nil
 }
 
-// channels builds the configured channels and their allowlists.
-func (a *app) channels(ctx context.Context, d *deps) ([]conch.Channel, map[conch.ChannelName]gateway.Allowlist, error) {
-	var chs []conch.Channel
-	allow := map[conch.ChannelName]gateway.Allowlist{}
+// channels builds the configured channels with their allowlists.
+func (a *app) channels(ctx context.Context, d *deps) ([]gateway.Attached, error) {
+	var chs []gateway.Attached
 	for _, build := range channelBuilders {
 		ch, al, err := build(ctx, a, d)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if ch == nil {
 			continue
@@ -128,10 +127,9 @@ func (a *app) channels(ctx context.Context, d *deps) ([]conch.Channel, map[conch
 		if p := policies(d.cfg)[ch.Name()]; al.Empty() && (p == "" || p == gateway.PolicyAllowlist) {
 			d.log.Warn("channel has an empty allowlist: nobody will be answered", "channel", ch.Name())
 		}
-		chs = append(chs, ch)
-		allow[ch.Name()] = al
+		chs = append(chs, gateway.Attached{Channel: ch, Allow: al})
 	}
-	return chs, allow, nil
+	return chs, nil
 }
 
 // channelBuilder returns a configured channel, or nil when it is not configured.

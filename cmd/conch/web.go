@@ -20,7 +20,6 @@ import (
 	"conch/config"
 	"conch/gateway"
 	"conch/obs/metrics"
-	"conch/sqlite"
 )
 
 // webCmd is `conch web url` and `conch web logout-all`.
@@ -134,77 +133,6 @@ func loginLink(ctx context.Context, cfg *config.Config, auth *web.Auth, dashboar
 	return baseURL(cfg) + "/login?" + q.Encode(), nil
 }
 
-// gatewayRef lets the web chat and the metrics reach the gateway, which is
-// built after its channels: calls wait until up sets it (the HTTP host
-// serves only after that).
-type gatewayRef struct {
-	ready chan struct{}
-	gw    *gateway.Gateway
-}
-
-func newGatewayRef() *gatewayRef { return &gatewayRef{ready: make(chan struct{})} }
-
-var (
-	_ web.Sessions              = (*sqlite.DB)(nil)
-	_ conch.EventSource         = (*gatewayRef)(nil)
-	_ conch.ConversationControl = (*gatewayRef)(nil)
-)
-
-// set is called once, when the gateway exists.
-func (r *gatewayRef) set(gw *gateway.Gateway) {
-	r.gw = gw
-	close(r.ready)
-}
-
-func (r *gatewayRef) get(ctx context.Context) (*gateway.Gateway, error) {
-	select {
-	case <-r.ready:
-		return r.gw, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-func (r *gatewayRef) Subscribe(ctx context.Context, key conch.ConversationKey, after int64) (<-chan conch.Event, error) {
-	gw, err := r.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return gw.Events().Subscribe(ctx, key, after)
-}
-
-func (r *gatewayRef) LastSeq(ctx context.Context, key conch.ConversationKey) (int64, error) {
-	gw, err := r.get(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return gw.Events().LastSeq(ctx, key)
-}
-
-func (r *gatewayRef) Stop(ctx context.Context, key conch.ConversationKey) (bool, error) {
-	gw, err := r.get(ctx)
-	if err != nil {
-		return false, err
-	}
-	return gw.Stop(ctx, key)
-}
-
-func (r *gatewayRef) Reset(ctx context.Context, key conch.ConversationKey) error {
-	gw, err := r.get(ctx)
-	if err != nil {
-		return err
-	}
-	return gw.Reset(ctx, key)
-}
-
-func (r *gatewayRef) Status(ctx context.Context, key conch.ConversationKey) string {
-	gw, err := r.get(ctx)
-	if err != nil {
-		return "conch is starting"
-	}
-	return gw.Status(ctx, key)
-}
-
 // webChannel builds the web chat and dashboard on conch up's HTTP host, with
 // /metrics behind the login (and on metrics.listen without it).
 func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Allowlist, error) {
@@ -222,11 +150,9 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 	} else if !config.IsLoopback(cfg.Gateway.Listen) {
 		d.log.Warn("the web chat is served over plain HTTP on a non-loopback address (web.allow_insecure = true): logins and conversations can be read on the network", "addr", cfg.Gateway.Listen)
 	}
-	ref := newGatewayRef()
-	d.gateway = ref
-	mo := metrics.Options{Events: ref, Models: modelLabels(cfg), Logger: d.log}
+	mo := metrics.Options{Events: d.gw.Events(), Models: modelLabels(cfg), Logger: d.log}
 	opts := web.Options{
-		Events: ref, Control: ref, Store: d.db, Sessions: d.db, Conversations: d.db, Read: d.db, History: d.db,
+		Events: d.gw.Events(), Control: d.gw, Store: d.db, Sessions: d.db, Conversations: d.db, Read: d.db, History: d.db,
 		MaxMessageBytes: cfg.Web.MaxMessageBytes,
 		LoginTTL:        cfg.Web.LoginTTL.D(), SessionTTL: cfg.Web.SessionTTL.D(),
 		Secure: webSecure(cfg), Logger: d.log,

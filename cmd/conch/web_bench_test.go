@@ -55,23 +55,23 @@ func newWebBench(b *testing.B) *webBench {
 	outR, outW := io.Pipe()
 	cliConv := conch.ConversationKey{Channel: conch.ChannelCLI, ID: "bench"}
 	cliCh := &cli.Channel{In: inR, Out: outW, Err: io.Discard, Key: cliConv, User: "local"}
-	ref := newGatewayRef()
-	wc, err := web.New(web.Options{Events: ref, Control: ref, Store: db, Read: db, History: db, Logger: slog.New(slog.DiscardHandler), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
+	// As conch up wires them: the gateway first, the web chat over it,
+	// attached when the gateway runs.
+	gw, err := gateway.New(gateway.Options{Store: db, Agent: ag, Channels: []conch.Channel{cliCh}, Facts: db, Events: db,
+		Allow: map[conch.ChannelName]gateway.Allowlist{conch.ChannelCLI: gateway.NewAllowlist("local")}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw, err := gateway.New(gateway.Options{Store: db, Agent: ag, Channels: []conch.Channel{cliCh, wc}, Facts: db, Events: db,
-		Allow: map[conch.ChannelName]gateway.Allowlist{conch.ChannelCLI: gateway.NewAllowlist("local"), conch.ChannelWeb: gateway.NewAllowlist("owner")}})
+	wc, err := web.New(web.Options{Events: gw.Events(), Control: gw, Store: db, Read: db, History: db, Logger: slog.New(slog.DiscardHandler), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ref.set(gw)
 	mux := http.NewServeMux()
 	wc.Register(mux)
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = gw.Run(ctx); close(done) }()
+	go func() { _ = gw.Run(ctx, gateway.Attached{Channel: wc, Allow: gateway.NewAllowlist("owner")}); close(done) }()
 	tok, err := wc.Auth().NewLoginToken(ctx)
 	if err != nil {
 		b.Fatal(err)

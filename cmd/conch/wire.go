@@ -71,10 +71,11 @@ type deps struct {
 	spool *spool.Spool
 	// http is conch up's HTTP host; nil for other commands or without gateway.listen.
 	http *httpHost
-	// web and gateway are the web chat and its late link to the gateway
-	// (web.go); nil without the web chat.
-	web     *web.Channel
-	gateway *gatewayRef
+	// gw is the gateway, built before the channels (they take it as their
+	// event source and control); nil until then.
+	gw *gateway.Gateway
+	// web is the web chat (web.go); nil without it.
+	web *web.Channel
 	// metrics counts tool calls by the names of the tools the agent has.
 	metrics *metrics.Collector
 	// releasers hold per-conversation state that a reset or close frees.
@@ -457,10 +458,12 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
-// newGateway builds the agent and the gateway over the given channels.
-func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]gateway.Allowlist) (*gateway.Gateway, error) {
-	late := &lateSubmitter{}
-	if err := wireSchedules(d, late); err != nil {
+// newGateway builds the scheduler, the agent and the gateway. The gateway
+// has no channels yet: they are built next, with the gateway as their event
+// source and control, and attached by Run; the scheduler gets the gateway to
+// submit to when it runs.
+func newGateway(d *deps) (*gateway.Gateway, error) {
+	if err := wireSchedules(d); err != nil {
 		return nil, err
 	}
 	ag, err := newAgent(d)
@@ -468,7 +471,7 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 		return nil, err
 	}
 	opts := gateway.Options{
-		Store: d.db, Agent: ag, Channels: channels, Allow: allow, Facts: d.db,
+		Store: d.db, Agent: ag, Facts: d.db,
 		Events: d.db, Attachments: d.spool, Releasers: d.releasers, Policies: policies(d.cfg),
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log, Usage: d.meter,
 	}
@@ -478,25 +481,20 @@ func newGateway(d *deps, channels []conch.Channel, allow map[conch.ChannelName]g
 	if h := d.hooks(); h != nil {
 		opts.Hooks = h
 	}
-	gw, err := gateway.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	late.gw = gw
-	return gw, nil
+	return gateway.New(opts)
 }
 
 // --- schedules and hooks (schedule/, hook/) ---
 
 // wireSchedules builds the scheduler when schedule.enabled; it submits
-// through sub (the gateway, once built) and forgets a conversation's
+// through the gateway once it runs (up.go) and forgets a conversation's
 // entries when the conversation is reset or closed.
-func wireSchedules(d *deps, sub conch.Submitter) error {
+func wireSchedules(d *deps) error {
 	sc := d.cfg.Schedule
 	if !sc.Enabled || d.sched != nil {
 		return nil
 	}
-	o := schedule.Options{Store: d.db, Submitter: sub, MaxPerConversation: sc.MaxPerConversation,
+	o := schedule.Options{Store: d.db, MaxPerConversation: sc.MaxPerConversation,
 		MinInterval: sc.MinInterval.D(), Logger: d.log}
 	if d.runtime != nil {
 		o.Waiter = &schedule.SandboxWaiter{Terminals: d.terminals, Sandboxes: d.runtime}
@@ -534,17 +532,6 @@ func (d *deps) hooks() *hook.Runner {
 			}})
 	}
 	return d.hookRunner
-}
-
-// lateSubmitter lets the scheduler exist before the gateway it submits to
-// (the gateway needs the agent, whose tools need the scheduler).
-type lateSubmitter struct{ gw *gateway.Gateway }
-
-func (l *lateSubmitter) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, error) {
-	if l.gw == nil {
-		return conch.Turn{}, conch.Errorf(conch.KindUnavailable, "the gateway is not built yet")
-	}
-	return l.gw.Submit(ctx, in)
 }
 
 // policies are the channels' dm_policy settings.
