@@ -372,21 +372,6 @@ func (c *Channel) advance(ctx context.Context, ch, id string, handled bool) {
 	}
 }
 
-// goBackground runs f on Run's lifetime unless Run is ending.
-func (c *Channel) goBackground(f func(ctx context.Context)) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopping || c.lifetime == nil {
-		return false
-	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		f(c.lifetime)
-	}()
-	return true
-}
-
 func (c *Channel) noteRead(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
