@@ -71,7 +71,10 @@ func newWebBench(b *testing.B) *webBench {
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = gw.Run(ctx, gateway.Attached{Channel: wc, Allow: gateway.NewAllowlist("owner")}); close(done) }()
+	go func() {
+		_ = gw.Run(ctx, gateway.Attached{Channel: wc, Allow: gateway.NewAllowlist("owner")})
+		close(done)
+	}()
 	tok, err := wc.Auth().NewLoginToken(ctx)
 	if err != nil {
 		b.Fatal(err)
