@@ -44,5 +44,8 @@ func (c *Config) Deprecations() []string {
 	if len(c.Coder.Hosts) > 0 {
 		out = append(out, fmt.Sprintf("coder.hosts (%s) is deprecated and ignored: the coding agent reaches only its own API, through conch's key-injecting egress; remove the key (and CONCH_CODER_HOSTS)", strings.Join(c.Coder.Hosts, ", ")))
 	}
+	if c.Sandbox.AgentBinary != "" && c.Sandbox.SandboxdBinary == "" {
+		out = append(out, "sandbox.agent_binary is deprecated: it is now sandbox.sandboxd_binary (CONCH_SANDBOX_SANDBOXD_BINARY); the old key still works")
+	}
 	return out
 }

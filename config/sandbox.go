@@ -20,9 +20,12 @@ type SandboxConfig struct {
 	// Host is the engine's API address (unix:///run/docker.sock); "" means auto-detect.
 	Host  string `toml:"host" env:"HOST"`
 	Image string `toml:"image" env:"IMAGE"`
-	// AgentBinary is a static conch binary bind-mounted read-only into every
-	// sandbox and run as `conch sandbox-agent`; "" means this executable
-	// when it is static.
+	// SandboxdBinary is a static conch binary bind-mounted read-only into
+	// every sandbox and run there as sandboxd (`conch sandbox-agent`); ""
+	// means this executable when it is static.
+	SandboxdBinary string `toml:"sandboxd_binary" env:"SANDBOXD_BINARY"`
+	// AgentBinary is the old name of SandboxdBinary, still read (with a
+	// deprecation warning) when SandboxdBinary is not set.
 	AgentBinary string `toml:"agent_binary" env:"AGENT_BINARY"`
 	// Profile names the hardening profile in use; "" means "default".
 	Profile string `toml:"profile" env:"PROFILE"`
@@ -236,9 +239,9 @@ func (s SandboxConfig) validate() []Problem {
 	if s.Engine == "none" {
 		return ps
 	}
-	if s.AgentBinary != "" {
-		if fi, err := os.Stat(s.AgentBinary); err != nil || fi.IsDir() {
-			add("sandbox.agent_binary", fmt.Sprintf("%s is not a file", s.AgentBinary), "point it at a conch binary built with CGO_ENABLED=0, or remove the key")
+	if bin, key := s.Sandboxd(); bin != "" {
+		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
+			add(key, fmt.Sprintf("%s is not a file", bin), "point it at a conch binary built with CGO_ENABLED=0, or remove the key")
 		}
 	}
 	if u, err := url.Parse(s.NPMRegistry); s.NPMRegistry != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
@@ -340,4 +343,13 @@ func validUlimit(s string) bool {
 	sv, err1 := strconv.ParseInt(soft, 10, 64)
 	hv, err2 := strconv.ParseInt(hard, 10, 64)
 	return err1 == nil && err2 == nil && sv <= hv
+}
+
+// Sandboxd returns the sandboxd binary configured and the key it came from:
+// sandbox.sandboxd_binary, or its old name sandbox.agent_binary.
+func (s SandboxConfig) Sandboxd() (bin, key string) {
+	if s.SandboxdBinary != "" || s.AgentBinary == "" {
+		return s.SandboxdBinary, "sandbox.sandboxd_binary"
+	}
+	return s.AgentBinary, "sandbox.agent_binary"
 }

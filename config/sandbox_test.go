@@ -85,7 +85,8 @@ func TestSandboxValidate(t *testing.T) {
 		{"defaults", func(*SandboxConfig) {}, ""},
 		{"none skips the rest", func(s *SandboxConfig) { s.Engine, s.WarmPool = "none", -1 }, ""},
 		{"bad engine", func(s *SandboxConfig) { s.Engine = "lxc" }, "sandbox.engine"},
-		{"missing agent binary", func(s *SandboxConfig) { s.AgentBinary = "/nonexistent/conch" }, "sandbox.agent_binary"},
+		{"missing sandboxd binary", func(s *SandboxConfig) { s.SandboxdBinary = "/nonexistent/conch" }, "sandbox.sandboxd_binary"},
+		{"missing sandboxd binary by its old name", func(s *SandboxConfig) { s.AgentBinary = "/nonexistent/conch" }, "sandbox.agent_binary"},
 		{"negative idle stop", func(s *SandboxConfig) { s.IdleStop = d("-1m") }, "sandbox.idle_stop"},
 		{"retention shorter than idle stop", func(s *SandboxConfig) { s.IdleStop, s.Retention = d("1h"), d("10m") }, "sandbox.retention"},
 		{"retention off", func(s *SandboxConfig) { s.Retention = d("0s") }, ""},
@@ -193,5 +194,22 @@ func TestCoderApprovals(t *testing.T) {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%s/%s: got %v, want an error with %q", tc.agent, tc.approvals, err, tc.wantErr)
 		}
+	}
+}
+
+// sandbox.agent_binary is the old name of sandbox.sandboxd_binary: still
+// read, with a deprecation warning; the new key wins.
+func TestSandboxdBinaryOldName(t *testing.T) {
+	var c Config
+	c.Sandbox.AgentBinary = "/old/conch"
+	if bin, key := c.Sandbox.Sandboxd(); bin != "/old/conch" || key != "sandbox.agent_binary" {
+		t.Fatalf("old name: %q from %s", bin, key)
+	}
+	if d := c.Deprecations(); len(d) != 1 || !strings.Contains(d[0], "sandbox.sandboxd_binary") {
+		t.Fatalf("deprecations %q", d)
+	}
+	c.Sandbox.SandboxdBinary = "/new/conch"
+	if bin, _ := c.Sandbox.Sandboxd(); bin != "/new/conch" || len(c.Deprecations()) != 0 {
+		t.Fatalf("the new key must win without a warning: %q %q", bin, c.Deprecations())
 	}
 }

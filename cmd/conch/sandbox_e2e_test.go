@@ -81,7 +81,7 @@ func engineEnv(t *testing.T, e *engine.Engine, instance string) []string {
 		"CONCH_SANDBOX_HOST=" + e.Host,
 		"CONCH_SANDBOX_IMAGE=" + e.Image,
 		"CONCH_SANDBOX_CACHE_DIR=" + e.CacheDir,
-		"CONCH_SANDBOX_AGENT_BINARY=" + engine.AgentBinary(t),
+		"CONCH_SANDBOX_SANDBOXD_BINARY=" + engine.SandboxdBinary(t),
 		"CONCH_INSTANCE_ID=" + instance,
 	}
 }

@@ -81,10 +81,11 @@ func sandboxOptions(c *config.Config, instanceID string) (docker.Options, error)
 	if err != nil {
 		return docker.Options{}, err
 	}
+	sandboxdBin, _ := s.Sandboxd()
 	o := docker.Options{
 		Disk: disk, DiskAuto: s.DiskAuto(),
 		Host: s.Host, Engine: s.Engine, InstanceID: instanceID, Image: s.Image,
-		AgentBinary: s.AgentBinary, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
+		SandboxdBinary: sandboxdBin, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
 		Profile: &h, IdleStop: s.IdleStopD(), Retention: s.RetentionD(), WarmPool: s.WarmPool,
 		NPMRegistry: s.NPMRegistry,
 	}
@@ -92,9 +93,9 @@ func sandboxOptions(c *config.Config, instanceID string) (docker.Options, error)
 	if c.Coder.Agent != "" {
 		o.Agents = []string{c.Coder.Agent}
 	}
-	if o.AgentBinary == "" {
+	if o.SandboxdBinary == "" {
 		if exe, err := os.Executable(); err == nil && docker.CheckStatic(exe) == nil {
-			o.AgentBinary = exe
+			o.SandboxdBinary = exe
 		}
 	}
 	return o, nil

@@ -46,7 +46,7 @@ func eachEngineB(b *testing.B, f func(b *testing.B, eng *engine.Engine)) {
 	}
 }
 
-// BenchmarkExecRoundTrip: a trivial command through the in-sandbox agent,
+// BenchmarkExecRoundTrip: a trivial command through the sandboxd,
 // through one Engine API exec, and through the docker CLI.
 func BenchmarkExecRoundTrip(b *testing.B) {
 	eachEngineB(b, func(b *testing.B, eng *engine.Engine) {
@@ -93,9 +93,9 @@ const firstCommandSamples = 20
 // conversation's sandbox is removed before the next sample, untimed.
 func BenchmarkFirstCommand(b *testing.B) {
 	eachEngineB(b, func(b *testing.B, eng *engine.Engine) {
-		bin := engine.AgentBinary(b)
-		cold := newRuntime(b, eng, func(o *docker.Options) { o.AgentBinary = bin })
-		warm := newRuntime(b, eng, func(o *docker.Options) { o.AgentBinary = bin; o.WarmPool = 1 })
+		bin := engine.SandboxdBinary(b)
+		cold := newRuntime(b, eng, func(o *docker.Options) { o.SandboxdBinary = bin })
+		warm := newRuntime(b, eng, func(o *docker.Options) { o.SandboxdBinary = bin; o.WarmPool = 1 })
 		ctx := benchCtx(b)
 		n := 0
 		last := map[*testRuntime]conch.ConversationKey{}

@@ -31,7 +31,7 @@ func (r *Runtime) newOps(id, name string) sandboxOps {
 	if r.agentName == "" {
 		return &engineOps{rt: r, id: id, oomBase: -1}
 	}
-	a := &agentOps{oomBase: -1}
+	a := &sandboxdOps{oomBase: -1}
 	a.Client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		return r.dialAgent(ctx, id, name)
 	}, sandboxd.ClientOptions{ID: id, ConfirmOOM: a.confirmOOM})

@@ -36,7 +36,7 @@ type Hardening struct {
 	NanoCPUs int64
 	// Memory caps memory in bytes (swap included); 0 means no limit.
 	Memory int64
-	// User runs the tools (every exec, the in-sandbox agent) as uid[:gid].
+	// User runs the tools (every exec, the sandboxd) as uid[:gid].
 	User string
 	// InitUser runs the container's init and main process as uid[:gid]; ""
 	// means User. A different user from User keeps init out of the tools'

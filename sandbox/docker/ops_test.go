@@ -14,7 +14,7 @@ import (
 )
 
 // TestSandboxOps runs one contract over both ways of reaching a sandbox:
-// the in-sandbox agent and one Engine API exec per operation.
+// the sandboxd and one Engine API exec per operation.
 func TestSandboxOps(t *testing.T) {
 	engine.Each(t, func(t *testing.T, eng *engine.Engine) {
 		for _, mode := range []string{"agent", "engine-exec"} {

@@ -83,7 +83,7 @@ func (r *Runtime) addPoolContainer(parent context.Context) error {
 		return err
 	}
 	ops := r.newOps(id, name)
-	if a, ok := ops.(*agentOps); ok {
+	if a, ok := ops.(*sandboxdOps); ok {
 		if _, err := a.Ping(ctx); err != nil {
 			_ = a.Close()
 			_ = r.removeOrphan(ctx, id, name, name, conch.ConversationKey{}, "agent did not start")

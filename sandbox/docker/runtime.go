@@ -23,7 +23,7 @@ import (
 // Paths inside every sandbox.
 const (
 	WorkspaceDir = "/workspace"
-	// AgentDir is where the directory holding the agent binary is
+	// AgentDir is where the directory holding the sandboxd binary is
 	// bind-mounted read-only.
 	AgentDir = sandboximage.AgentDir
 )
@@ -42,12 +42,12 @@ type Options struct {
 	InstanceID string
 	// Image is the sandbox image; "" means DefaultImage.
 	Image string
-	// AgentBinary is a static conch binary on the engine's host. It is
+	// SandboxdBinary is a static conch binary on the engine's host. It is
 	// copied to DataDir/agent under a content-addressed name, that directory
 	// is bind-mounted read-only at AgentDir, and the copy is started as
 	// `conch sandbox-agent`. "" runs
 	// every operation as its own Engine API exec instead (slower).
-	AgentBinary string
+	SandboxdBinary string
 	// DataDir holds the sandbox registry; required.
 	DataDir string
 	// CacheDir keeps the offline image build; "" means DataDir/cache.
@@ -112,7 +112,7 @@ type Runtime struct {
 	// seccomp is the SecurityOpt carrying the seccomp profile on this
 	// engine ("" when the profile asks for none).
 	seccomp string
-	// agentName is the agent binary's name in AgentDir; "" without an agent.
+	// agentName is the sandboxd binary's name in AgentDir; "" without an agent.
 	agentName string
 	// disk is how workspaces are limited (quota.go).
 	disk diskMode
@@ -149,8 +149,8 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 		return nil, err
 	}
 	var agentName string
-	if o.AgentBinary != "" {
-		if agentName, err = installAgent(o.AgentBinary, filepath.Join(o.DataDir, "agent")); err != nil {
+	if o.SandboxdBinary != "" {
+		if agentName, err = installSandboxd(o.SandboxdBinary, filepath.Join(o.DataDir, "agent")); err != nil {
 			return nil, fmt.Errorf("sandbox runtime: agent binary: %w", err)
 		}
 	}

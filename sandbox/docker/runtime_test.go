@@ -21,8 +21,8 @@ import (
 )
 
 func withAgent(t testing.TB) func(*docker.Options) {
-	bin := engine.AgentBinary(t)
-	return func(o *docker.Options) { o.AgentBinary = bin }
+	bin := engine.SandboxdBinary(t)
+	return func(o *docker.Options) { o.SandboxdBinary = bin }
 }
 
 // TestHardeningFromInside proves every hardening setting from inside a
@@ -591,7 +591,7 @@ func TestAgentUpgrade(t *testing.T) {
 		}
 		before := run(t, sb1, "ls", docker.AgentDir)
 		// A different binary: the same program with trailing bytes.
-		b, err := os.ReadFile(engine.AgentBinary(t))
+		b, err := os.ReadFile(engine.SandboxdBinary(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -601,7 +601,7 @@ func TestAgentUpgrade(t *testing.T) {
 		}
 		rt1.Close()
 		o := rt1.opts
-		o.AgentBinary = newer
+		o.SandboxdBinary = newer
 		rt2 := reopen(t, eng, o)
 		if err := rt2.Reconcile(ctx); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// sandboxOps carries out one sandbox's operations: the in-sandbox agent's
+// sandboxOps carries out one sandbox's operations: the sandboxd's
 // client, or engineOps (one Engine API exec per operation).
 type sandboxOps interface {
 	Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error)

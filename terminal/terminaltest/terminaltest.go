@@ -152,7 +152,7 @@ func ContainerWith(t testing.TB, opt Options) *Box {
 		Image:       eng.Image,
 		DataDir:     t.TempDir(),
 		CacheDir:    eng.CacheDir,
-		AgentBinary: engine.AgentBinary(t),
+		SandboxdBinary: engine.SandboxdBinary(t),
 		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Agents:      opt.Agents,
 	}

@@ -341,10 +341,10 @@ var (
 	agentErr  error
 )
 
-// AgentBinary builds, once per test process, a static binary that serves
+// SandboxdBinary builds, once per test process, a static binary that serves
 // `sandbox-agent` into the shared cache. The go command's build cache makes
 // later builds fast.
-func AgentBinary(tb testing.TB) string {
+func SandboxdBinary(tb testing.TB) string {
 	tb.Helper()
 	agentOnce.Do(func() {
 		cache, err := CacheDir()

@@ -10,13 +10,13 @@ import (
 	"strings"
 )
 
-// installAgent copies the agent binary into dir under a content-addressed
+// installSandboxd copies the sandboxd binary into dir under a content-addressed
 // name (conch-<sha256 prefix>) and removes older copies. The directory, not
 // the file, is bind-mounted into sandboxes: a container created before an
 // upgrade sees the new binary (a file bind mount would keep the old inode)
 // and runs it on its next agent connection. Older copies still running in a
 // sandbox keep working: an open file outlives its name.
-func installAgent(src, dir string) (name string, err error) {
+func installSandboxd(src, dir string) (name string, err error) {
 	if err := CheckStatic(src); err != nil {
 		return "", err
 	}

@@ -16,20 +16,20 @@ import (
 // container sees it: cgroup v2, then v1.
 var oomCounterFiles = []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
 
-// agentOps is the in-sandbox agent's client plus the OOM confirmation the
+// sandboxdOps is the sandboxd's client plus the OOM confirmation the
 // agent cannot always make itself (it reads only the cgroup v2 counter).
-type agentOps struct {
+type sandboxdOps struct {
 	*sandboxd.Client
 
 	mu      sync.Mutex
 	oomBase int64 // counter at the last check; -1 unknown
 }
 
-var _ sandboxOps = (*agentOps)(nil)
+var _ sandboxOps = (*sandboxdOps)(nil)
 
 // Exec records the oom_kill counter before the container's first program,
 // so that a later SIGKILL can be attributed.
-func (a *agentOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error) {
+func (a *sandboxdOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error) {
 	a.mu.Lock()
 	need := a.oomBase < 0
 	a.mu.Unlock()
@@ -47,7 +47,7 @@ func (a *agentOps) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecR
 
 // confirmOOM is asked after a program died of SIGKILL: true when the
 // container's memory cgroup killed something since the last check.
-func (a *agentOps) confirmOOM(ctx context.Context) bool {
+func (a *sandboxdOps) confirmOOM(ctx context.Context) bool {
 	n, ok := a.oomKills(ctx)
 	if !ok {
 		return false
@@ -59,7 +59,7 @@ func (a *agentOps) confirmOOM(ctx context.Context) bool {
 	return killed
 }
 
-func (a *agentOps) oomKills(ctx context.Context) (int64, bool) {
+func (a *sandboxdOps) oomKills(ctx context.Context) (int64, bool) {
 	for _, f := range oomCounterFiles {
 		b, err := a.Client.ReadFile(ctx, f, 64<<10)
 		if err != nil {
