@@ -146,15 +146,15 @@ func ContainerWith(t testing.TB, opt Options) *Box {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	o := docker.Options{
-		Host:        eng.Host,
-		Engine:      eng.Name,
-		InstanceID:  "termtest-" + hex.EncodeToString(b),
-		Image:       eng.Image,
-		DataDir:     t.TempDir(),
-		CacheDir:    eng.CacheDir,
+		Host:           eng.Host,
+		Engine:         eng.Name,
+		InstanceID:     "termtest-" + hex.EncodeToString(b),
+		Image:          eng.Image,
+		DataDir:        t.TempDir(),
+		CacheDir:       eng.CacheDir,
 		SandboxdBinary: engine.SandboxdBinary(t),
-		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Agents:      opt.Agents,
+		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Agents:         opt.Agents,
 	}
 	limit := 3 * time.Minute
 	if len(opt.Agents) > 0 {
