@@ -25,6 +25,9 @@ func TestPrices(t *testing.T) {
 		// The longer prefix wins: gpt-4o-mini is not gpt-4o.
 		{"openai/gpt-4o-mini", conch.Usage{InputTokens: 2_000_000, CachedTokens: 1_000_000, OutputTokens: 1_000_000}, 0.15 + 0.075 + 0.6, true},
 		{"anthropic/claude-sonnet-4-5-20250929", conch.Usage{InputTokens: 1_000_000, CachedTokens: 1_000_000}, 0.3, true},
+		// Opus 4.6 is on the $5 tier, not under claude-opus-4 with Opus 4.1.
+		{"anthropic/claude-opus-4-6", conch.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000}, 30, true},
+		{"anthropic/claude-opus-4-1-20250805", conch.Usage{InputTokens: 1_000_000, OutputTokens: 1_000_000}, 90, true},
 		{"ollama/llama3.1", conch.Usage{InputTokens: 1000}, 0, false},
 	} {
 		got, known := p.Cost(tc.model, tc.u)
