@@ -101,7 +101,7 @@ func (v *turnView) begin(key conch.ConversationKey, turn conch.TurnID) {
 	ctx, cancel := context.WithCancel(v.life)
 	st := &shownTurn{turn: turn, prog: newProgress(v.g, key, turn), stop: cancel, typing: make(chan struct{})}
 	v.shown[key] = st
-	v.bg.Go(func() { v.renewTyping(ctx, key, st.typing) })
+	v.bg.Go(func() { v.renewTyping(ctx, key, st.prog.done, st.typing) })
 }
 
 // end stops showing a turn that is over, and runs its post-turn hooks.
@@ -136,17 +136,27 @@ func (v *turnView) settle(key conch.ConversationKey, turn conch.TurnID) {
 	st.prog.end()
 	st.stop()
 	v.mu.Unlock()
-	st.prog.close()
-	<-st.typing
+	<-st.typing // after the progress was shown in full (renewTyping)
 }
 
 // renewTyping shows the typing indicator until ctx ends, again every
-// TypingEvery of the channel, then clears it.
-func (v *turnView) renewTyping(ctx context.Context, key conch.ConversationKey, done chan struct{}) {
+// TypingEvery of the channel, then clears it once the turn's progress was
+// shown in full (progressDone): channels read "typing off" as the turn being
+// over (Telegram folds its progress message then).
+func (v *turnView) renewTyping(ctx context.Context, key conch.ConversationKey, progressDone <-chan struct{}, done chan struct{}) {
 	defer close(done)
 	tc, ok := v.g.channels[key.Channel].(conch.TypingChannel)
+	// The progress ends with the turn's end; a bounded wait keeps a turn
+	// whose end never came from holding Run's shutdown.
+	afterProgress := func() {
+		select {
+		case <-progressDone:
+		case <-time.After(2 * progressTimeout):
+		}
+	}
 	if !ok {
 		<-ctx.Done()
+		afterProgress()
 		return
 	}
 	set := func(on bool) {
@@ -166,6 +176,7 @@ func (v *turnView) renewTyping(ctx context.Context, key conch.ConversationKey, d
 	for {
 		select {
 		case <-ctx.Done():
+			afterProgress()
 			set(false)
 			return
 		case <-tick:
