@@ -393,11 +393,22 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 // published as events first, so subscribers (the web chat, the dashboard)
 // see them even when the channel is down.
 func (g *Gateway) send(ctx context.Context, turn conch.TurnID, out conch.Outbound) bool {
+	return g.sendKept(ctx, turn, out, false)
+}
+
+// sendKept is send for an answer whose event may already be kept: a turn
+// resumed after a crash delivers its stored answer to the channel again
+// (delivery is at least once), but publishes it only when the event log
+// does not have it yet (the web chat shows the log: it would show the
+// answer twice).
+func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Outbound, kept bool) bool {
 	switch out.Kind {
 	case conch.OutboundReply:
 		// The turn's progress and typing end before its answer goes out.
 		g.view.settle(out.Key, turn)
-		g.hub.Publish(ctx, out.Key, turn, conch.MessageEvent{Role: conch.RoleAssistant, Text: out.Text, Attachments: out.Attachments})
+		if !kept {
+			g.hub.Publish(ctx, out.Key, turn, conch.MessageEvent{Role: conch.RoleAssistant, Text: out.Text, Attachments: out.Attachments})
+		}
 	case conch.OutboundNotice:
 		g.hub.Publish(ctx, out.Key, turn, conch.NoticeEvent{Text: out.Text})
 	}

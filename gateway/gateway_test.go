@@ -404,6 +404,93 @@ func TestResumeStoredAnswerIsDeliveredWithoutModel(t *testing.T) {
 	}
 }
 
+// TestResumeKeepsTheAnswerEventOnce: conch was killed after a turn's answer
+// was stored and its event kept (the web chat showed it), before the turn
+// was marked done. The resumed turn delivers the stored answer to its
+// channel again (at least once), but the event log, which the web chat and
+// the dashboard show, keeps the answer once. (Found by the chaos run on
+// every channel: a resumed turn's answer appeared twice in the event log.)
+func TestResumeKeepsTheAnswerEventOnce(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	// The first run: the message, its turn started, its answer stored and
+	// published; then the kill, before FinishTurn.
+	first := NewHub(db, nil, time.Now)
+	t1, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "q"})
+	first.Publish(ctx, key, t1.ID, conch.MessageEvent{Role: conch.RoleUser, Text: "q", Sender: "alice"})
+	if _, err := db.StartTurn(ctx, t1.ID); err != nil {
+		t.Fatal(err)
+	}
+	first.Publish(ctx, key, t1.ID, conch.TurnState{Status: conch.TurnRunning, Attempt: 1})
+	if err := db.AppendMessage(ctx, t1.ID, conch.Message{Role: conch.RoleAssistant, Text: "stored answer"}); err != nil {
+		t.Fatal(err)
+	}
+	first.Publish(ctx, key, t1.ID, conch.MessageEvent{Role: conch.RoleAssistant, Text: "stored answer"})
+	// Another message arrived in the meantime (its events come after).
+	t2, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "next"})
+	first.Publish(ctx, key, t2.ID, conch.MessageEvent{Role: conch.RoleUser, Text: "next", Sender: "alice"})
+
+	e := newEnv(t, db)
+	e.model.Push(fake.Text("answer to next"))
+	e.start()
+	out := e.waitFor("both replies", countKind(conch.OutboundReply, 2))
+	if got := strings.Join(texts(out, conch.OutboundReply), ","); got != "stored answer,answer to next" {
+		t.Fatalf("replies %s: want the stored answer delivered again, then the next", got)
+	}
+	e.idle()
+	evs, err := db.EventsSince(ctx, key, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := map[conch.TurnID][]string{}
+	for _, ev := range evs {
+		if m, ok := ev.Data.(conch.MessageEvent); ok && m.Role == conch.RoleAssistant {
+			answers[ev.Turn] = append(answers[ev.Turn], m.Text)
+		}
+	}
+	if got := answers[t1.ID]; len(got) != 1 {
+		t.Errorf("the resumed turn's answer is kept %d times in the event log: %q", len(got), got)
+	}
+	if got := answers[t2.ID]; len(got) != 1 || got[0] != "answer to next" {
+		t.Errorf("the next turn's answers in the event log: %q", got)
+	}
+}
+
+// TestResumeKeepsAnAnswerEventNotKeptBefore: killed after the answer was
+// stored but before its event was kept: the resumed turn keeps it then.
+func TestResumeKeepsAnAnswerEventNotKeptBefore(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	first := NewHub(db, nil, time.Now)
+	t1, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "q"})
+	first.Publish(ctx, key, t1.ID, conch.MessageEvent{Role: conch.RoleUser, Text: "q", Sender: "alice"})
+	if _, err := db.StartTurn(ctx, t1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendMessage(ctx, t1.ID, conch.Message{Role: conch.RoleAssistant, Text: "stored answer"}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, db)
+	e.start()
+	e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	e.idle()
+	evs, err := db.EventsSince(ctx, key, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if m, ok := ev.Data.(conch.MessageEvent); ok && m.Role == conch.RoleAssistant && m.Text == "stored answer" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the answer is kept %d times in the event log, want once", n)
+	}
+}
+
 func TestAbandonAfterMaxAttempts(t *testing.T) {
 	db := sqlitetest.MustOpenFile(t)
 	ctx := context.Background()

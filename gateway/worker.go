@@ -186,7 +186,15 @@ func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logge
 		// A /stop or shutdown from here on must not lose the answer.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
 		defer cancel()
-		g.send(dctx, t.ID, c.reply(t, conch.OutboundReply, res.Text))
+		// A resumed turn may have kept its answer's event before the crash.
+		kept := false
+		if t.Attempts > 1 {
+			var err error
+			if kept, err = g.hub.answerKept(dctx, c.key, t.ID, res.Text); err != nil {
+				log.Warn("look for the answer in the event log; keeping it (again)", "err", err)
+			}
+		}
+		g.sendKept(dctx, t.ID, c.reply(t, conch.OutboundReply, res.Text), kept)
 		status, reason := conch.TurnDone, ""
 		if res.Stopped != agent.StopNone {
 			status, reason = conch.TurnStopped, string(res.Stopped)
