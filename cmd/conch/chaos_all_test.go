@@ -39,7 +39,8 @@ import (
 //   - conch is SIGKILLed at random moments (and restarted, as a service
 //     manager would, also when it exits by itself),
 //   - the model fails at random: 429, 500, a hang and a late answer (both
-//     past the model timeout), a stream cut mid-answer,
+//     past the model timeout), a stream cut mid-answer; the Bot API answers
+//     a send or a poll with a 429 or a 502 now and then,
 //   - the disk holding the data dir (a small tmpfs the test mounts: the
 //     store, the spool of received files, the logs) fills up for a while
 //     and is freed again.
@@ -274,6 +275,21 @@ func TestChaosAllChannels(t *testing.T) {
 				return
 			case <-time.After(between(killGap[0], killGap[1])):
 			}
+			if chance(0.2) {
+				// The Bot API fails too: a 429 or a 502 on a send or a poll.
+				method := "sendMessage"
+				if chance(0.5) {
+					method = "getUpdates"
+				}
+				f := tgfake.ServerError(502)
+				if chance(0.5) {
+					f = tgfake.TooManyRequests(1)
+				}
+				tg.Fail(method, f)
+				st.mu.Lock()
+				st.tgFaults++
+				st.mu.Unlock()
+			}
 			if chance(0.25) {
 				hold := between(1000, 4000)
 				if err := disk.fill(); err != nil {
@@ -372,16 +388,23 @@ func TestChaosAllChannels(t *testing.T) {
 	// write ("database or disk is full", or the store's own "disk full at")
 	// or a file to spool.
 	refusals := 0
+	exitsBy := map[string]int{} // why conch up ended by itself
 	for _, l := range strings.Split(up.stderr.String(), "\n") {
 		if strings.Contains(l, "disk full") || strings.Contains(l, "disk is full") {
 			refusals++
 		}
+		if why, ok := strings.CutPrefix(l, "conch: "); ok {
+			exitsBy[why]++
+		}
 	}
 	fmt.Printf("chaos on every channel: %d messages a channel in %s (seed %d): %d SIGKILLs of conch up (%d restarts that did not come up), "+
-		"%d disk-full windows (%d disk-full errors logged, %d web sends refused), model faults 429=%d 500=%d hang=%d late=%d cut=%d; "+
+		"%d disk-full windows (%d disk-full errors logged, %d web sends refused), model faults 429=%d 500=%d hang=%d late=%d cut=%d, %d Bot API faults; "+
 		"stored twice %d, answered by another turn %d; integrity_check %s\n",
 		perChannel, elapsed.Round(time.Second), seed, kills, up.exits(), diskFull, refusals, st.webRefused,
-		faults["429"], faults["500"], faults["hang"], faults["late"], faults["cut"], len(storedTwice), len(wrongTurn), integrity)
+		faults["429"], faults["500"], faults["hang"], faults["late"], faults["cut"], st.tgFaults, len(storedTwice), len(wrongTurn), integrity)
+	for why, n := range exitsBy {
+		fmt.Printf("  conch up ended by itself %d× with: %s\n", n, why)
+	}
 	for _, ch := range chaosChannels {
 		c := st.ch[ch]
 		var lost, dup []string
@@ -443,6 +466,7 @@ type chaosStats struct {
 	kills      int
 	diskFull   int
 	webRefused int
+	tgFaults   int // Bot API errors injected
 }
 
 type chaosChannelStats struct {
