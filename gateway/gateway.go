@@ -77,6 +77,9 @@ type Options struct {
 	// MaxAttempts is how often a turn is tried in all, counting attempts
 	// interrupted by a crash (default 3).
 	MaxAttempts int
+	// StoreRetry paces a turn that waits for room when the store's disk is
+	// full (conch.ErrStoreFull): default 1s, doubling to 30s.
+	StoreRetry backoff.Policy
 	// Releasers hold something per conversation (terminals, egress
 	// bridges); a reset or a closed conversation releases it in each.
 	Releasers []conch.Releaser
@@ -165,6 +168,12 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 3
+	}
+	if opts.StoreRetry.Base <= 0 {
+		opts.StoreRetry.Base = time.Second
+	}
+	if opts.StoreRetry.Cap <= 0 {
+		opts.StoreRetry.Cap = 30 * time.Second
 	}
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 2 * time.Second
