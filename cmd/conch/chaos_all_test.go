@@ -36,8 +36,9 @@ import (
 // fake Bot API) and the web chat (a WebSocket client that behaves as the
 // page does: an outbox re-sent with the same ids until acked, resuming its
 // events by Seq) at the same time, while
-//   - conch is SIGKILLed at random moments (and restarted, as a service
-//     manager would, also when it exits by itself),
+//   - conch is SIGKILLed at random moments, some just after an answer went
+//     out (and restarted, as a service manager would, also when it exits by
+//     itself),
 //   - the model fails at random: 429, 500, a hang and a late answer (both
 //     past the model timeout), a stream cut mid-answer; the Bot API answers
 //     a send or a poll with a 429 or a 502 now and then,
@@ -290,6 +291,26 @@ func TestChaosAllChannels(t *testing.T) {
 				return
 			case <-time.After(between(killGap[0], killGap[1])):
 			}
+			if chance(0.3) {
+				// A kill just after an answer went out (seen live on Matrix
+				// or the web): between delivering it and marking its turn
+				// done, where a resumed turn delivers it again.
+				select {
+				case <-st.answered:
+				default:
+				}
+				select {
+				case <-quiet:
+					return
+				case <-st.answered:
+					st.mu.Lock()
+					st.killsAfterAnswer++
+					st.mu.Unlock()
+					st.kill(up)
+					continue
+				case <-time.After(between(killGap[0], killGap[1])):
+				}
+			}
 			if chance(0.2) {
 				// The Bot API fails too: a 429 or a 502 on a send or a poll.
 				method := "sendMessage"
@@ -409,10 +430,10 @@ func TestChaosAllChannels(t *testing.T) {
 			exitsBy[why]++
 		}
 	}
-	fmt.Printf("chaos on every channel: %d messages a channel in %s (seed %d): %d SIGKILLs of conch up (%d restarts that did not come up), "+
+	fmt.Printf("chaos on every channel: %d messages a channel in %s (seed %d): %d SIGKILLs of conch up (%d just after an answer went out; %d restarts that did not come up), "+
 		"%d disk-full windows (%d disk-full errors logged, %d web sends refused), model faults 429=%d 500=%d hang=%d late=%d cut=%d, %d Bot API faults; "+
 		"stored twice %d, answered by another turn %d; integrity_check %s\n",
-		perChannel, elapsed.Round(time.Second), seed, kills, up.exits(), diskFull, refusals, st.webRefused,
+		perChannel, elapsed.Round(time.Second), seed, kills, st.killsAfterAnswer, up.exits(), diskFull, refusals, st.webRefused,
 		faults["429"], faults["500"], faults["hang"], faults["late"], faults["cut"], st.tgFaults, len(storedTwice), len(wrongTurn), integrity)
 	for why, n := range exitsBy {
 		fmt.Printf("  conch up ended by itself %d× with: %s\n", n, why)
@@ -490,6 +511,10 @@ type chaosStats struct {
 	diskFull   int
 	webRefused int
 	tgFaults   int // Bot API errors injected
+	// answered hears of each answer seen live (Matrix, web);
+	// killsAfterAnswer counts the kills it timed.
+	answered         chan struct{}
+	killsAfterAnswer int
 }
 
 type chaosChannelStats struct {
@@ -503,7 +528,7 @@ type chaosChannelStats struct {
 }
 
 func newChaosStats() *chaosStats {
-	s := &chaosStats{ch: map[string]*chaosChannelStats{}, faults: map[string]int{}}
+	s := &chaosStats{ch: map[string]*chaosChannelStats{}, faults: map[string]int{}, answered: make(chan struct{}, 1)}
 	for _, ch := range chaosChannels {
 		s.ch[ch] = &chaosChannelStats{sentAt: map[string]time.Time{}, firstAt: map[string]time.Time{},
 			answers: map[string]int{}, ids: map[string]struct{}{}}
@@ -545,6 +570,12 @@ func (s *chaosStats) seenLocked(ch, text string) {
 	}
 	c := s.ch[ch]
 	c.answers[tok]++
+	if ch == "mx" || ch == "web" {
+		select {
+		case s.answered <- struct{}{}:
+		default:
+		}
+	}
 	if _, ok := c.firstAt[tok]; !ok {
 		c.firstAt[tok] = time.Now()
 	}
