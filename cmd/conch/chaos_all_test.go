@@ -112,7 +112,9 @@ func TestChaosAllChannels(t *testing.T) {
 	lastFailed := map[string]bool{}
 	srv.Handle(func(req fakellm.Request) fakellm.Reply {
 		q := req.LastUserText()
-		answer := fakellm.Text("re: " + q)
+		// A model takes its time (within model.timeout): turns are in
+		// flight long enough for kills to land in them.
+		answer := fakellm.Text("re: " + q).Delay(between(50, 700))
 		st.mu.Lock()
 		fail := !lastFailed[q] && chance(0.3)
 		lastFailed[q] = fail
@@ -285,7 +287,7 @@ func TestChaosAllChannels(t *testing.T) {
 	chaosDone := make(chan struct{})
 	go func() {
 		defer close(chaosDone)
-		for {
+		for n := 0; ; n++ {
 			select {
 			case <-quiet:
 				return
@@ -326,7 +328,7 @@ func TestChaosAllChannels(t *testing.T) {
 				st.tgFaults++
 				st.mu.Unlock()
 			}
-			if chance(0.25) {
+			if n == 1 || chance(0.25) { // the disk fills at least once
 				hold := between(1000, 4000)
 				if err := disk.fill(); err != nil {
 					t.Errorf("fill the disk: %v", err)
