@@ -868,8 +868,8 @@ func (s *supervisor) startLocked() {
 		close(done)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.cmd != cmd {
-			return // killed and replaced
+		if s.cmd != cmd || s.closed {
+			return // killed and replaced, or stopped at the end
 		}
 		// It ended by itself (a start on a full disk, say): start it
 		// again after a pause.
