@@ -59,7 +59,7 @@ import (
 // channel.
 //
 // The short version runs with the tests (CONCH_CHAOS unset: 8 messages a
-// channel; 25-35 s on a 2-core machine, 3 minutes at most by its deadlines);
+// channel; 35-40 s on a 2-core machine, 3 minutes at most by its deadlines);
 // `make chaos` (CONCH_CHAOS=long) sends 40 a channel (about 2.5 minutes).
 // CONCH_CHAOS_SEED replays a run's schedule (the timing of a run on a busy
 // machine is its own); CONCH_CHAOS_KEEP=1 keeps conch's stderr and data dir
