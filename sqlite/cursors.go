@@ -38,7 +38,7 @@ func (d *DB) SetCursor(ctx context.Context, name, value string) error {
 		return fmt.Errorf("set cursor: %w", conch.Errorf(conch.KindInvalid, "cursor name is empty"))
 	}
 	if _, err := d.ws.setCursor.ExecContext(ctx, name, value, millis(d.now())); err != nil {
-		return fmt.Errorf("set cursor %q: %w", name, err)
+		return fmt.Errorf("set cursor %q: %w", name, d.diskFull(err))
 	}
 	return nil
 }
