@@ -232,11 +232,27 @@ func TestChaosAllChannels(t *testing.T) {
 			}
 		}
 		msgs, _ := ms.Messages(aliceMail)
+		copies := map[string]int{}
 		for _, m := range msgs {
 			if strings.Contains(string(m.Raw), "re: ") {
-				st.seenOnce("em", m.Header.Get("In-Reply-To"), m.File)
+				// A reply is one message by its Message-ID (conch derives
+				// it from the mail answered). SMTP has no idempotency: a
+				// kill between the server's acceptance and conch's record
+				// of it sends the same message again, which a mail client
+				// shows as one; it is counted apart. Two replies with
+				// different Message-IDs count as a duplicate.
+				id := m.Header.Get("Message-ID")
+				copies[id]++
+				st.seenOnce("em", m.Header.Get("In-Reply-To"), id)
 			}
 		}
+		n := 0
+		for _, c := range copies {
+			n += c - 1
+		}
+		st.mu.Lock()
+		st.mailCopies = n
+		st.mu.Unlock()
 	}
 	observing := make(chan struct{})
 	observed := make(chan struct{})
@@ -426,9 +442,9 @@ func TestChaosAllChannels(t *testing.T) {
 	}
 	fmt.Printf("chaos on every channel: %d messages a channel in %s (seed %d): %d SIGKILLs of conch up (%d just after an answer went out; %d restarts that did not come up), "+
 		"%d disk-full windows (%d disk-full errors logged, %d web sends refused), model faults 429=%d 500=%d hang=%d late=%d cut=%d, %d Bot API faults; "+
-		"stored twice %d, answered by another turn %d; integrity_check %s\n",
+		"%d replies mailed again with one Message-ID; stored twice %d, answered by another turn %d; integrity_check %s\n",
 		perChannel, elapsed.Round(time.Second), seed, kills, st.killsAfterAnswer, up.exits(), diskFull, refusals, st.webRefused,
-		faults["429"], faults["500"], faults["hang"], faults["late"], faults["cut"], st.tgFaults, len(storedTwice), len(wrongTurn), integrity)
+		faults["429"], faults["500"], faults["hang"], faults["late"], faults["cut"], st.tgFaults, st.mailCopies, len(storedTwice), len(wrongTurn), integrity)
 	for why, n := range exitsBy {
 		fmt.Printf("  conch up ended by itself %d× with: %s\n", n, why)
 	}
@@ -471,6 +487,9 @@ func TestChaosAllChannels(t *testing.T) {
 			t.Errorf("%s: answered more than once: %v", chaosChannelNames[ch], dup)
 		}
 	}
+	if st.mailCopies > kills {
+		t.Errorf("%d replies mailed again with one Message-ID, more than the %d kills explain", st.mailCopies, kills)
+	}
 	if len(storedTwice) > 0 {
 		t.Errorf("stored twice: %v", storedTwice)
 	}
@@ -505,6 +524,7 @@ type chaosStats struct {
 	diskFull   int
 	webRefused int
 	tgFaults   int // Bot API errors injected
+	mailCopies int // replies mailed again with the same Message-ID
 	// answered hears of each answer seen live (Matrix, web);
 	// killsAfterAnswer counts the kills it timed.
 	answered         chan struct{}
