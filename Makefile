@@ -42,8 +42,12 @@ check: vet staticcheck test race
 # The long chaos run: 120 messages through the real `conch chat` on a private
 # dockerd with random SIGKILLs, model faults, a container killed mid-turn and
 # the engine restarted twice; 120 messages over Matrix (real `conch up` and
-# dendrite) with random SIGKILLs; then the in-sandbox probes on both engines
-# (the short versions run with the tests). CONCH_CHAOS_SEED=<n> replays one.
+# dendrite) with random SIGKILLs; 40 messages on each of Telegram, Matrix,
+# email and the web chat at once (TestChaosAllChannels: one `conch up`, random
+# SIGKILLs, model faults, the data dir's disk filled and freed; figures per
+# channel, recorded in docs/reliability.md); then the in-sandbox probes on
+# both engines (the short versions run with the tests). CONCH_CHAOS_SEED=<n>
+# replays one.
 chaos:
 	CONCH_CHAOS=long CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 60m -count=1 -v -run 'TestChaos' ./cmd/conch/
 	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 20m -count=1 -v -run 'TestHardeningFromInside|TestWorkspaceQuota' ./sandbox/docker/

@@ -57,6 +57,11 @@ func (e *ModelError) Error() string {
 
 func (e *ModelError) Unwrap() error { return e.Err }
 
+// ErrStoreFull is wrapped by the store's errors when its disk (or the file
+// system's quota) is full: the write may succeed once space is freed, so a
+// turn waits and tries again rather than failing.
+var ErrStoreFull = errors.New("the store's disk is full")
+
 // Error is a failure with a kind and a message that is safe to show to a person.
 // Detail for logs stays in Err.
 type Error struct {

@@ -79,6 +79,9 @@ type Options struct {
 	// MaxAttempts is how often a turn is tried in all, counting attempts
 	// interrupted by a crash (default 3).
 	MaxAttempts int
+	// StoreRetry paces a turn that waits for room when the store's disk is
+	// full (conch.ErrStoreFull): default 1s, doubling to 30s.
+	StoreRetry backoff.Policy
 	// Releasers hold something per conversation (terminals, egress
 	// bridges); a reset or a closed conversation releases it in each.
 	Releasers []conch.Releaser
@@ -167,6 +170,12 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 3
+	}
+	if opts.StoreRetry.Base <= 0 {
+		opts.StoreRetry.Base = time.Second
+	}
+	if opts.StoreRetry.Cap <= 0 {
+		opts.StoreRetry.Cap = 30 * time.Second
 	}
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 2 * time.Second
@@ -427,11 +436,22 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 // published as events first, so subscribers (the web chat, the dashboard)
 // see them even when the channel is down.
 func (g *Gateway) send(ctx context.Context, turn conch.TurnID, out conch.Outbound) bool {
+	return g.sendKept(ctx, turn, out, false)
+}
+
+// sendKept is send for an answer whose event may already be kept: a turn
+// resumed after a crash delivers its stored answer to the channel again
+// (delivery is at least once), but publishes it only when the event log
+// does not have it yet (the web chat shows the log: it would show the
+// answer twice).
+func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Outbound, kept bool) bool {
 	switch out.Kind {
 	case conch.OutboundReply:
 		// The turn's progress and typing end before its answer goes out.
 		g.view.settle(out.Key, turn)
-		g.hub.Publish(ctx, out.Key, turn, conch.MessageEvent{Role: conch.RoleAssistant, Text: out.Text, Attachments: out.Attachments})
+		if !kept {
+			g.hub.Publish(ctx, out.Key, turn, conch.MessageEvent{Role: conch.RoleAssistant, Text: out.Text, Attachments: out.Attachments})
+		}
 	case conch.OutboundNotice:
 		g.hub.Publish(ctx, out.Key, turn, conch.NoticeEvent{Text: out.Text})
 	}

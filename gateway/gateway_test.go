@@ -14,6 +14,7 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/fake"
+	"conch/internal/backoff"
 	"conch/sqlite"
 	"conch/sqlite/sqlitetest"
 )
@@ -401,6 +402,218 @@ func TestResumeStoredAnswerIsDeliveredWithoutModel(t *testing.T) {
 	}
 	if n := len(e.model.Requests()); n != 0 {
 		t.Fatalf("model called %d times", n)
+	}
+}
+
+// TestResumeKeepsTheAnswerEventOnce: conch was killed after a turn's answer
+// was stored and its event kept (the web chat showed it), before the turn
+// was marked done. The resumed turn delivers the stored answer to its
+// channel again (at least once), but the event log, which the web chat and
+// the dashboard show, keeps the answer once. (Found by the chaos run on
+// every channel: a resumed turn's answer appeared twice in the event log.)
+func TestResumeKeepsTheAnswerEventOnce(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	// The first run: the message, its turn started, its answer stored and
+	// published; then the kill, before FinishTurn.
+	first := NewHub(db, nil, time.Now)
+	t1, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "q"})
+	first.Publish(ctx, key, t1.ID, conch.MessageEvent{Role: conch.RoleUser, Text: "q", Sender: "alice"})
+	if _, err := db.StartTurn(ctx, t1.ID); err != nil {
+		t.Fatal(err)
+	}
+	first.Publish(ctx, key, t1.ID, conch.TurnState{Status: conch.TurnRunning, Attempt: 1})
+	if err := db.AppendMessage(ctx, t1.ID, conch.Message{Role: conch.RoleAssistant, Text: "stored answer"}); err != nil {
+		t.Fatal(err)
+	}
+	first.Publish(ctx, key, t1.ID, conch.MessageEvent{Role: conch.RoleAssistant, Text: "stored answer"})
+	// Another message arrived in the meantime (its events come after).
+	t2, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "next"})
+	first.Publish(ctx, key, t2.ID, conch.MessageEvent{Role: conch.RoleUser, Text: "next", Sender: "alice"})
+
+	e := newEnv(t, db)
+	e.model.Push(fake.Text("answer to next"))
+	e.start()
+	out := e.waitFor("both replies", countKind(conch.OutboundReply, 2))
+	if got := strings.Join(texts(out, conch.OutboundReply), ","); got != "stored answer,answer to next" {
+		t.Fatalf("replies %s: want the stored answer delivered again, then the next", got)
+	}
+	e.idle()
+	evs, err := db.EventsSince(ctx, key, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := map[conch.TurnID][]string{}
+	for _, ev := range evs {
+		if m, ok := ev.Data.(conch.MessageEvent); ok && m.Role == conch.RoleAssistant {
+			answers[ev.Turn] = append(answers[ev.Turn], m.Text)
+		}
+	}
+	if got := answers[t1.ID]; len(got) != 1 {
+		t.Errorf("the resumed turn's answer is kept %d times in the event log: %q", len(got), got)
+	}
+	if got := answers[t2.ID]; len(got) != 1 || got[0] != "answer to next" {
+		t.Errorf("the next turn's answers in the event log: %q", got)
+	}
+}
+
+// TestResumeKeepsAnAnswerEventNotKeptBefore: killed after the answer was
+// stored but before its event was kept: the resumed turn keeps it then.
+func TestResumeKeepsAnAnswerEventNotKeptBefore(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	first := NewHub(db, nil, time.Now)
+	t1, _, _ := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "q"})
+	first.Publish(ctx, key, t1.ID, conch.MessageEvent{Role: conch.RoleUser, Text: "q", Sender: "alice"})
+	if _, err := db.StartTurn(ctx, t1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AppendMessage(ctx, t1.ID, conch.Message{Role: conch.RoleAssistant, Text: "stored answer"}); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, db)
+	e.start()
+	e.waitFor("reply", countKind(conch.OutboundReply, 1))
+	e.idle()
+	evs, err := db.EventsSince(ctx, key, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if m, ok := ev.Data.(conch.MessageEvent); ok && m.Role == conch.RoleAssistant && m.Text == "stored answer" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the answer is kept %d times in the event log, want once", n)
+	}
+}
+
+// fullStore is a store whose disk is full for its first few writes of a
+// kind: they fail as the SQLite store fails them (conch.ErrStoreFull).
+type fullStore struct {
+	*sqlite.DB
+	mu                   sync.Mutex
+	starts, appends, fin int // writes still to refuse
+}
+
+func storeFull(what string) error {
+	return &conch.Error{Kind: conch.KindUnavailable, User: "disk full at /data: free some space, then send the message again",
+		Err: fmt.Errorf("%s: %w: database or disk is full (13)", what, conch.ErrStoreFull)}
+}
+
+func (s *fullStore) refuse(n *int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *n > 0 {
+		*n--
+		return true
+	}
+	return false
+}
+
+func (s *fullStore) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error) {
+	if s.refuse(&s.starts) {
+		return conch.Turn{}, storeFull("start turn")
+	}
+	return s.DB.StartTurn(ctx, id)
+}
+
+func (s *fullStore) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message) error {
+	if s.refuse(&s.appends) {
+		return storeFull("append message")
+	}
+	return s.DB.AppendMessage(ctx, id, m)
+}
+
+func (s *fullStore) FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnStatus, reason string) error {
+	if s.refuse(&s.fin) {
+		return storeFull("finish turn")
+	}
+	return s.DB.FinishTurn(ctx, id, status, reason)
+}
+
+// TestFullDiskTurnWaitsAndIsAnsweredOnce: the store's disk is full while a
+// stored message's turn runs (its start, its answer, its end are refused in
+// turn). The turn waits and runs again once there is room, in the same run
+// of conch: the person gets the one answer, no "send it again", and the
+// turn is recorded done. (Found by the chaos run on every channel: a turn
+// whose answer could not be stored told the person to send the message
+// again, stayed running in the store, and was answered a second time after
+// the next restart; one whose start was refused was dropped until a
+// restart.)
+func TestFullDiskTurnWaitsAndIsAnsweredOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		starts, appends, fin int
+		asked                int
+	}{
+		{"start refused", 2, 0, 0, 1},
+		{"answer refused", 0, 1, 0, 2},
+		{"end refused", 0, 0, 2, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := sqlitetest.MustOpenFile(t)
+			fs := &fullStore{DB: db, starts: tt.starts, appends: tt.appends, fin: tt.fin}
+			model := &fake.Model{}
+			ag, err := agent.New(agent.Options{Model: model, Store: fs, Facts: db})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch := fake.NewChannel(cli)
+			gw, err := New(Options{
+				Store: fs, Agent: ag, Channels: []conch.Channel{ch}, Facts: db, Events: db,
+				Allow:      map[conch.ChannelName]Allowlist{cli: NewAllowlist("alice")},
+				StoreRetry: backoff.Policy{Base: 10 * time.Millisecond, Cap: 50 * time.Millisecond},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			model.Func = func(context.Context, conch.ModelRequest) (conch.ModelResponse, error) {
+				return conch.ModelResponse{Text: "the answer"}, nil
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- gw.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			key := conch.ConversationKey{Channel: cli, ID: "room"}
+			deadline := time.Now().Add(10 * time.Second)
+			for gw.HandleInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "q", ExternalID: "m1"}) != nil {
+				if time.Now().After(deadline) {
+					t.Fatal("the message was never taken")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			for {
+				turns, err := db.UnfinishedTurns(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(turns) == 0 && len(ch.Sent()) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("turns still unfinished: %+v; sent %+v", turns, ch.Sent())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := gw.WaitIdle(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var replies []string
+			for _, o := range ch.Sent() {
+				replies = append(replies, o.Text)
+			}
+			if len(replies) != 1 || replies[0] != "the answer" {
+				t.Errorf("the person got %q, want the answer once", replies)
+			}
+			if n := len(model.Requests()); n != tt.asked {
+				t.Errorf("the model was asked %d times, want %d", n, tt.asked)
+			}
+		})
 	}
 }
 

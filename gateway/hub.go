@@ -243,6 +243,47 @@ func (h *Hub) backlogLocked(ctx context.Context, key conch.ConversationKey, c *h
 	return evs, nil
 }
 
+// answerScan bounds how far back answerKept reads a conversation's log.
+const answerScan = 2000
+
+// answerKept reports whether the event log already has text as turn's
+// answer. A turn resumed after a crash delivers its stored answer again, and
+// the crash may have come after the answer's event was kept or before. The
+// log is read backwards from its newest event to the turn's own message
+// (nothing of the turn is older), at most answerScan events: past that, or
+// without a log, it reports false (an answer shown twice is better than one
+// lost).
+func (h *Hub) answerKept(ctx context.Context, key conch.ConversationKey, turn conch.TurnID, text string) (bool, error) {
+	if h.log == nil {
+		return false, nil
+	}
+	last, err := h.LastSeq(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	const window = 200
+	for hi := last; hi > 0 && last-hi < answerScan; hi -= window {
+		lo := max(0, hi-window)
+		evs, err := h.log.EventsSince(ctx, key, lo, int(hi-lo))
+		if err != nil {
+			return false, fmt.Errorf("answer of turn %d: %w", turn, err)
+		}
+		for i := len(evs) - 1; i >= 0; i-- {
+			m, ok := evs[i].Data.(conch.MessageEvent)
+			if !ok || evs[i].Turn != turn {
+				continue
+			}
+			switch {
+			case m.Role == conch.RoleAssistant && m.Text == text:
+				return true, nil
+			case m.Role == conch.RoleUser:
+				return false, nil // the turn's message: its answer would be newer
+			}
+		}
+	}
+	return false, nil
+}
+
 // LastSeq implements conch.EventSource.
 func (h *Hub) LastSeq(ctx context.Context, key conch.ConversationKey) (int64, error) {
 	c := h.conv(key)

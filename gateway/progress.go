@@ -176,15 +176,9 @@ func (p *progress) send(text string, ref *conch.MessageRef) *conch.MessageRef {
 	return nil
 }
 
-// close stops further progress and waits until what is pending was shown,
-// so a coalesced line (a retry, a tool call) is never lost before the answer.
-func (p *progress) close() {
-	p.end()
-	<-p.done
-}
-
 // end stops further progress without waiting; what is pending is still
-// shown.
+// shown, and done is closed once it was (the turn view waits for it before
+// the answer, so a coalesced line is never lost before the answer).
 func (p *progress) end() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

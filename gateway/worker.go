@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"conch"
@@ -37,6 +38,9 @@ type conversation struct {
 	queue []conch.Turn
 	busy  bool
 	cur   *running
+	// full counts the turns in a row that waited for room in the store
+	// (the worker's own; it paces the next wait).
+	full int
 }
 
 // running is the turn being worked on.
@@ -75,13 +79,25 @@ func (c *conversation) work(ctx context.Context) {
 		c.cur = r
 		g.mu.Unlock()
 
-		c.process(tctx, t)
+		t, wait := c.process(tctx, t)
 		cancel(nil)
 
 		g.mu.Lock()
 		c.cur = nil
 		close(r.done)
+		if wait {
+			// The store's disk is full: the turn goes back to the head
+			// of the queue (a reset or close drops it as any other) and
+			// runs again once there may be room.
+			c.queue = slices.Insert(c.queue, 0, t)
+		}
 		g.mu.Unlock()
+		if !wait {
+			c.full = 0
+			continue
+		}
+		c.full++
+		_ = g.opts.StoreRetry.Sleep(ctx, g.opts.StoreRetry.Delay(c.full)) // a shutdown ends the loop above
 	}
 }
 
@@ -116,19 +132,26 @@ func (c *conversation) close(cause error) {
 	c.cancelCurrent(context.Background(), cause)
 }
 
-// process runs one turn to its end and delivers the answer.
-func (c *conversation) process(ctx context.Context, t conch.Turn) {
+// process runs one turn to its end and delivers the answer. It reports
+// wait (with the turn as it stands) when the store's disk was full: the
+// turn has not ended and must run again once there is room.
+func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn, wait bool) {
 	g := c.g
 	log := g.log.With("conversation", c.key, "turn", t.ID)
 	if t.Attempts >= g.opts.MaxAttempts {
 		c.abandon(ctx, t, log)
-		return
+		return t, false
 	}
-	t, err := g.opts.Store.StartTurn(ctx, t.ID)
+	started, err := g.opts.Store.StartTurn(ctx, t.ID)
+	if errors.Is(err, conch.ErrStoreFull) {
+		log.Warn("the store's disk is full; the turn waits for room", "err", err)
+		return t, true
+	}
 	if err != nil {
 		log.Error("start turn", "err", err)
-		return
+		return t, false
 	}
+	t = started
 	if t.Attempts > 1 {
 		log.Info("resuming interrupted turn", "attempt", t.Attempts)
 	}
@@ -152,7 +175,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) {
 		},
 		Events: func(d conch.EventData) { g.hub.Publish(ctx, c.key, t.ID, d) },
 	})
-	c.settle(ctx, t, log, res, err)
+	return t, c.settle(ctx, t, log, res, err)
 }
 
 // abandon gives up on a turn that was attempted too often: it is recorded as
@@ -171,8 +194,11 @@ func (c *conversation) abandon(ctx context.Context, t conch.Turn, log *slog.Logg
 
 // settle ends a turn after the agent ran: it delivers the answer and finishes
 // the turn, or records a stop, a cancellation, an interruption by shutdown
-// or a failure, by the context's cause and the agent's error.
-func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logger, res agent.Result, err error) {
+// or a failure, by the context's cause and the agent's error. It reports
+// wait when the store's disk was full: the turn stays running in the store
+// and runs again (the person is not told to send the message again: it is
+// stored).
+func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logger, res agent.Result, err error) (wait bool) {
 	g := c.g
 	switch cause := context.Cause(ctx); {
 	case err == nil:
@@ -186,7 +212,15 @@ func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logge
 		// A /stop or shutdown from here on must not lose the answer.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
 		defer cancel()
-		g.send(dctx, t.ID, c.reply(t, conch.OutboundReply, res.Text))
+		// A resumed turn may have kept its answer's event before the crash.
+		kept := false
+		if t.Attempts > 1 {
+			var err error
+			if kept, err = g.hub.answerKept(dctx, c.key, t.ID, res.Text); err != nil {
+				log.Warn("look for the answer in the event log; keeping it (again)", "err", err)
+			}
+		}
+		g.sendKept(dctx, t.ID, c.reply(t, conch.OutboundReply, res.Text), kept)
 		status, reason := conch.TurnDone, ""
 		if res.Stopped != agent.StopNone {
 			status, reason = conch.TurnStopped, string(res.Stopped)
@@ -203,9 +237,14 @@ func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logge
 		// next start; its watchers learn that it is stopped, not done.
 		log.Info("turn interrupted by shutdown; it resumes at the next start")
 		g.hub.Publish(context.WithoutCancel(ctx), c.key, t.ID, conch.TurnState{Status: conch.TurnStopped, Reason: conch.ReasonInterrupted, Resumes: true})
+	case errors.Is(err, conch.ErrStoreFull):
+		log.Warn("the store's disk is full; the turn waits for room and runs again", "err", err)
+		g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnStopped, Reason: conch.ReasonInterrupted, Resumes: true})
+		return true
 	default:
 		c.fail(ctx, t, log, err)
 	}
+	return false
 }
 
 // fail ends a turn with an error the user is told about in safe words.
@@ -221,7 +260,22 @@ func (c *conversation) fail(ctx context.Context, t conch.Turn, log interface {
 func (c *conversation) finish(ctx context.Context, t conch.Turn, log interface {
 	Error(string, ...any)
 }, status conch.TurnStatus, reason string) {
-	if err := c.g.opts.Store.FinishTurn(ctx, t.ID, status, reason); err != nil {
+	err := c.g.opts.Store.FinishTurn(ctx, t.ID, status, reason)
+	if errors.Is(err, conch.ErrStoreFull) {
+		// What the turn sent is out: wait for room to record its end
+		// (bounded, and not past shutdown) rather than leave it running,
+		// to be delivered again at the next start.
+		rctx, cancel := context.WithTimeout(ctx, deliveryTimeout)
+		defer cancel()
+		defer context.AfterFunc(c.g.ctx, cancel)()
+		for n := 1; errors.Is(err, conch.ErrStoreFull); n++ {
+			if c.g.opts.StoreRetry.Sleep(rctx, c.g.opts.StoreRetry.Delay(n)) != nil {
+				break
+			}
+			err = c.g.opts.Store.FinishTurn(rctx, t.ID, status, reason)
+		}
+	}
+	if err != nil {
 		log.Error("finish turn", "err", err)
 	}
 	c.g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: status, Reason: reason})

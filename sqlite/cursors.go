@@ -45,7 +45,7 @@ func (d *DB) SetCursor(ctx context.Context, name, value string) error {
 		return nil
 	}
 	if _, err := d.ws.setCursor.ExecContext(ctx, name, value, millis(d.now())); err != nil {
-		return fmt.Errorf("set cursor %q: %w", name, err)
+		return fmt.Errorf("set cursor %q: %w", name, d.diskFull(err))
 	}
 	return nil
 }

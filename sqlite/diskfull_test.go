@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,5 +43,9 @@ func TestDiskFullSaysWhere(t *testing.T) {
 	msg := conch.UserMessage(err)
 	if !strings.Contains(msg, "disk full at "+dir) {
 		t.Fatalf("got %q (%v), want it to say the disk at %s is full", msg, err, dir)
+	}
+	// The gateway waits for room on this error instead of failing the turn.
+	if !errors.Is(err, conch.ErrStoreFull) {
+		t.Fatalf("got %v, want it to wrap conch.ErrStoreFull", err)
 	}
 }

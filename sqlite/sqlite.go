@@ -373,7 +373,8 @@ func (d *DB) diskFull(err error) error {
 		if d.path == "" || d.path == MemoryPath {
 			where = "the store"
 		}
-		return &conch.Error{Kind: conch.KindUnavailable, User: "disk full at " + where + ": free some space, then send the message again", Err: err}
+		return &conch.Error{Kind: conch.KindUnavailable, User: "disk full at " + where + ": free some space, then send the message again",
+			Err: fmt.Errorf("%w: %w", conch.ErrStoreFull, err)}
 	}
 	return err
 }

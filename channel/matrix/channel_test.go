@@ -3,7 +3,9 @@ package matrix
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -428,5 +430,42 @@ func TestBackoffExhaustion(t *testing.T) {
 	}
 	if err := c.Send(context.Background(), conch.Outbound{Key: keyOf("!x:localhost"), Text: "hi"}); err == nil {
 		t.Fatal("Send on a channel that never connected: got nil, want an error")
+	}
+}
+
+// fullCursors is a cursor store whose disk is full for its first writes:
+// they fail as the SQLite store fails them (conch.ErrStoreFull).
+type fullCursors struct {
+	conch.CursorStore
+	mu     sync.Mutex
+	refuse int
+}
+
+func (f *fullCursors) SetCursor(ctx context.Context, name, value string) error {
+	f.mu.Lock()
+	full := f.refuse > 0
+	if full {
+		f.refuse--
+	}
+	f.mu.Unlock()
+	if full {
+		return &conch.Error{Kind: conch.KindUnavailable, User: "disk full at /data",
+			Err: fmt.Errorf("set cursor %q: %w: database or disk is full (13)", name, conch.ErrStoreFull)}
+	}
+	return f.CursorStore.SetCursor(ctx, name, value)
+}
+
+// TestLoginWaitsForRoomInTheStore: the store's disk is full as the bot logs
+// in (saving its device id fails): the login is tried again and the bot
+// connects once there is room. (It gave up at once, and conch up, which
+// stops when a channel fails, ended: found by the chaos run on every
+// channel.)
+func TestLoginWaitsForRoomInTheStore(t *testing.T) {
+	e := newEnv(t)
+	full := &fullCursors{CursorStore: e.store, refuse: 2}
+	e.cursors = full
+	e.startBot(e.options())
+	if dev, err := e.store.Cursor(context.Background(), cursorName(id.UserID(e.botID), "device_id")); err != nil || dev == "" {
+		t.Fatalf("device id %q (%v): want it saved once there was room", dev, err)
 	}
 }

@@ -247,7 +247,13 @@ func (c *Channel) login(ctx context.Context) error {
 			return permanent(fmt.Errorf("logged in as %s, not %s", cli.UserID, userID))
 		}
 	}
-	return permanent(c.syncStore.saveDeviceID(ctx, userID, cli.DeviceID))
+	if err := c.syncStore.saveDeviceID(ctx, userID, cli.DeviceID); err != nil {
+		if errors.Is(err, conch.ErrStoreFull) {
+			return err // room may be freed: log in again after a pause
+		}
+		return permanent(err)
+	}
+	return nil
 }
 
 // permanentError marks an error that retrying cannot fix.
