@@ -92,6 +92,32 @@ type wireEvent struct {
 	} `json:"event"`
 }
 
+// readAnswers reads a chat socket's message events until n answers came:
+// each turn's message, each turn's answers, and the turns in the order they
+// were answered.
+func readAnswers(t *testing.T, ctx context.Context, conn *websocket.Conn, n int) (userOf map[int64]string, answerOf map[int64][]string, order []int64) {
+	t.Helper()
+	userOf, answerOf = map[int64]string{}, map[int64][]string{}
+	for len(order) < n {
+		_, data, err := conn.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %d answers: %v", len(order), err)
+		}
+		var f wireEvent
+		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" || f.Event == nil || f.Event.Type != "message" {
+			continue
+		}
+		switch e := f.Event; e.Data.Role {
+		case "user":
+			userOf[e.Turn] = e.Data.Text
+		case "assistant":
+			answerOf[e.Turn] = append(answerOf[e.Turn], e.Data.Text)
+			order = append(order, e.Turn)
+		}
+	}
+	return userOf, answerOf, order
+}
+
 // TestWebConcurrentSendersEachAnsweredByOwnTurn: many browser tabs send one
 // message each to one conversation at the same moment, through the real
 // binary and its SQLite store. Every message is answered by the model in its
@@ -137,26 +163,7 @@ func TestWebConcurrentSendersEachAnsweredByOwnTurn(t *testing.T) {
 	start.Done()
 	sent.Wait()
 
-	userOf := map[int64]string{}     // turn → its message
-	answerOf := map[int64][]string{} // turn → its answers
-	var answerOrder []int64
-	for len(answerOrder) < senders {
-		_, data, err := watch.Read(ctx)
-		if err != nil {
-			t.Fatalf("after %d answers: %v", len(answerOrder), err)
-		}
-		var f wireEvent
-		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" || f.Event == nil || f.Event.Type != "message" {
-			continue
-		}
-		switch e := f.Event; e.Data.Role {
-		case "user":
-			userOf[e.Turn] = e.Data.Text
-		case "assistant":
-			answerOf[e.Turn] = append(answerOf[e.Turn], e.Data.Text)
-			answerOrder = append(answerOrder, e.Turn)
-		}
-	}
+	userOf, answerOf, answerOrder := readAnswers(t, ctx, watch, senders)
 	if len(userOf) != senders {
 		t.Errorf("%d messages stored as turns, want %d", len(userOf), senders)
 	}
@@ -305,26 +312,7 @@ func TestUpWakesAndSendersAtOnce(t *testing.T) {
 	sent.Wait()
 
 	const total = 1 + wakes + senders
-	userOf := map[int64]string{}
-	answerOf := map[int64][]string{}
-	var answerOrder []int64
-	for len(answerOrder) < total {
-		_, data, err := watch.Read(ctx)
-		if err != nil {
-			t.Fatalf("after %d answers: %v", len(answerOrder), err)
-		}
-		var f wireEvent
-		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" || f.Event == nil || f.Event.Type != "message" {
-			continue
-		}
-		switch e := f.Event; e.Data.Role {
-		case "user":
-			userOf[e.Turn] = e.Data.Text
-		case "assistant":
-			answerOf[e.Turn] = append(answerOf[e.Turn], e.Data.Text)
-			answerOrder = append(answerOrder, e.Turn)
-		}
-	}
+	userOf, answerOf, answerOrder := readAnswers(t, ctx, watch, total)
 	woke := 0
 	for turn, text := range userOf {
 		want := "re: " + text
