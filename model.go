@@ -28,6 +28,20 @@ type Message struct {
 	// open issues of a pre-stop hook), not the person's message: the model
 	// reads it as the user's, while transcripts and read models tell it apart.
 	Note bool
+	// Images are pictures the model looks at with this message (a photo the
+	// person sent). Providers send them as image parts; a model without
+	// vision gets a note instead.
+	Images []Image
+}
+
+// Image is a picture in the model's view: already decoded, scaled and
+// stripped of metadata by whoever made it, so a provider only encodes it.
+type Image struct {
+	// MediaType is image/png, image/jpeg, image/gif or image/webp.
+	MediaType string
+	Data      []byte
+	// Name says where it came from ("inbox/photo.jpg"), for notes and logs.
+	Name string
 }
 
 // ToolCall is one tool invocation requested by the model.
@@ -43,6 +57,9 @@ type ToolResult struct {
 	Name    string
 	Content string
 	IsError bool
+	// Images are pictures the tool returned (view_image, an MCP tool's
+	// image content), after Content.
+	Images []Image
 }
 
 // ToolSpec describes a tool to the model; Parameters is a JSON Schema object.
