@@ -61,6 +61,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.memoryCmd(),
 		a.sandboxCmd(),
 		a.sandboxAgentCmd(),
+		a.sandboxInitCmd(), // process 1 of a Kubernetes sandbox pod (sandboxinit.go)
 		a.configCmd(),
 		a.backupCmd(),
 		a.pairingCmd(),

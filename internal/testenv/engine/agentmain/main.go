@@ -1,23 +1,36 @@
 // Command agentmain is the in-sandbox agent alone, for tests that need a
 // static binary to bind-mount into sandboxes before cmd/conch exists or
-// without building all of it. It accepts the same `sandbox-agent` argument.
+// without building all of it. It accepts the same `sandbox-agent` argument,
+// and `sandbox-init [--install DIR]` as the Kubernetes backend's pods run it.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"conch/sandbox/sandboxd"
 )
 
 func main() {
-	if len(os.Args) != 2 || os.Args[1] != "sandbox-agent" {
-		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent")
+	var err error
+	switch {
+	case len(os.Args) == 2 && os.Args[1] == "sandbox-agent":
+		err = sandboxd.ServeStdio(context.Background())
+	case len(os.Args) == 2 && os.Args[1] == "sandbox-init":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		err = sandboxd.Init(ctx)
+	case len(os.Args) == 4 && os.Args[1] == "sandbox-init" && os.Args[2] == "--install":
+		_, err = sandboxd.InstallSelf(os.Args[3], "conch")
+	default:
+		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent | sandbox-init [--install DIR]")
 		os.Exit(2)
 	}
-	if err := sandboxd.ServeStdio(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "sandbox-agent:", err)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, os.Args[1]+":", err)
 		os.Exit(1)
 	}
 }
