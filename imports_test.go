@@ -115,6 +115,7 @@ var modulePackages = map[string]struct {
 	"conch/llm/internal/convert": {layerConcrete, nil},
 	"conch/llm/internal/llmerr":  {layerConcrete, nil},
 	"conch/sandbox/docker":       {layerConcrete, []string{"conch/images/sandbox", "conch/sandbox/sandboxd"}},
+	"conch/sandbox/kubernetes":   {layerConcrete, []string{"conch/sandbox/sandboxd"}},
 	"conch/sandbox/sandboxd":     {layerConcrete, nil},
 	"conch/images/sandbox":       {layerConcrete, nil},
 	"conch/sqlite":               {layerConcrete, nil},

@@ -57,6 +57,10 @@ type SandboxConfig struct {
 	// explicit size that the engine cannot enforce stops conch at start
 	// (fail closed).
 	Disk string `toml:"disk" env:"DISK"`
+	// Backend is "engine" (Docker or Podman, the default) or "kubernetes"
+	// (a pod per conversation, [sandbox.kubernetes]; kubernetes.go).
+	Backend    string           `toml:"backend" env:"BACKEND"`
+	Kubernetes KubernetesConfig `toml:"kubernetes" envPrefix:"KUBERNETES_"`
 }
 
 // Sandbox defaults for keys left out.
@@ -239,6 +243,7 @@ func (s SandboxConfig) validate() []Problem {
 	if s.Engine == "none" {
 		return ps
 	}
+	ps = append(ps, s.validateBackend()...)
 	if bin, key := s.Sandboxd(); bin != "" {
 		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
 			add(key, fmt.Sprintf("%s is not a file", bin), "point it at a conch binary built with CGO_ENABLED=0, or remove the key")

@@ -81,9 +81,11 @@ func (a *app) doctor(ctx context.Context) int {
 		a.doctorEmail(ctx, cfg, check)
 	}
 
-	switch cfg.Sandbox.Engine {
-	case "none":
+	switch {
+	case cfg.Sandbox.Engine == "none":
 		fmt.Fprintln(a.stdout, "- container engine: disabled (sandbox.engine = none)")
+	case cfg.Sandbox.BackendName() == config.BackendKubernetes:
+		a.doctorKubernetes(ctx, cfg, check) // kubernetes.go
 	default:
 		host, err := docker.DetectHost(cfg.Sandbox.Host, cfg.Sandbox.Engine, os.Getenv)
 		if err == nil {

@@ -53,10 +53,14 @@ the cache dir): conch-sandbox-<agents>:<hash>. It prints the reference.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
 				progress := func(s string) { fmt.Fprintln(a.stderr, s) }
-				if len(agents) == 0 {
-					return d.runtime.BuildImage(ctx, progress)
+				rt, err := d.engineRuntime("sandbox image build")
+				if err != nil {
+					return err
 				}
-				ref, err := d.runtime.AgentImage(ctx, agents, progress)
+				if len(agents) == 0 {
+					return rt.BuildImage(ctx, progress)
+				}
+				ref, err := rt.AgentImage(ctx, agents, progress)
 				if err != nil {
 					return err
 				}
@@ -380,7 +384,7 @@ func (a *app) sandboxRmCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
-				removed, err := d.runtime.RemoveRef(ctx, args[0], keep)
+				removed, err := removeRef(ctx, d, args[0], keep)
 				for _, r := range removed {
 					fmt.Fprintln(a.stdout, "removed "+r)
 				}
@@ -403,7 +407,11 @@ func (a *app) sandboxPruneCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
-				lines, err := d.runtime.Prune(ctx, dry)
+				rt, err := d.engineRuntime("sandbox prune")
+				if err != nil {
+					return err
+				}
+				lines, err := rt.Prune(ctx, dry)
 				verb := "removed "
 				if dry {
 					verb = "would remove "

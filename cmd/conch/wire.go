@@ -63,7 +63,7 @@ type deps struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	db      *sqlite.DB
-	runtime *docker.Runtime // nil without a container engine
+	runtime sandboxRuntime // nil without sandboxes; a *docker.Runtime or the Kubernetes backend (sandboxbackend.go)
 	// terminals holds each conversation's tmux terminals; nil without a runtime.
 	terminals *terminal.Pool
 	audit     *obs.Audit
@@ -204,6 +204,16 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	instance, err := instanceID(d.cfg)
 	if err != nil {
 		return err
+	}
+	if sc.BackendName() == config.BackendKubernetes {
+		rt, err := startKubernetes(ctx, d, instance)
+		if err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		d.runtime = rt
+		d.closers = append(d.closers, rt)
+		startTerminals(d)
+		return nil
 	}
 	opts, err := sandboxOptions(d.cfg, instance)
 	if err != nil {

@@ -94,8 +94,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, &conch.Error{Kind: conch.KindInvalid, Err: err}
 	}
-	rc.UserAgent = "conch"
-	cs, err := k8s.NewForConfig(rc)
+	cs, err := newClientset(rc)
 	if err != nil {
 		return nil, &conch.Error{Kind: conch.KindInvalid, Err: err}
 	}
@@ -535,4 +534,9 @@ func (r *Runtime) deletePodNoWait(ctx context.Context, name string) error {
 		return r.apiErr("delete sandbox pod "+name, err)
 	}
 	return nil
+}
+
+func newClientset(rc *rest.Config) (*k8s.Clientset, error) {
+	rc.UserAgent = "conch"
+	return k8s.NewForConfig(rc)
 }

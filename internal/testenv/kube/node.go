@@ -1,3 +1,5 @@
+//go:build kubernetes
+
 package kube
 
 import (
@@ -487,7 +489,7 @@ func (n *Node) syncClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 				Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: pvc.Spec.AccessModes,
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
 				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: n.pvDir(pvName)}},
-				ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
 			},
 		}
 		if pvc.Spec.StorageClassName != nil {

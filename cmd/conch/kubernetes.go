@@ -1,0 +1,107 @@
+//go:build kubernetes
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"conch/config"
+	"conch/sandbox/kubernetes"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// kubernetesOptions builds the Kubernetes backend's options from the
+// configuration: [sandbox.kubernetes], the image, sandbox.disk and the
+// hardening profile's CPU, memory, /tmp and user.
+func kubernetesOptions(cfg *config.Config, instance string) (kubernetes.Options, []string, error) {
+	s := cfg.Sandbox
+	k := s.Kubernetes
+	prof, err := cfg.SandboxProfile()
+	if err != nil {
+		return kubernetes.Options{}, nil, err
+	}
+	h, err := hardeningFromProfile(prof)
+	if err != nil {
+		return kubernetes.Options{}, nil, fmt.Errorf("sandbox.profiles.%s: %w", s.ProfileName(), err)
+	}
+	disk, err := s.DiskBytes()
+	if err != nil {
+		return kubernetes.Options{}, nil, err
+	}
+	o := kubernetes.Options{
+		InstanceID: instance, Kubeconfig: k.Kubeconfig, Context: k.Context, Namespace: k.Namespace,
+		Image: s.Image, AgentImage: k.AgentImage, AgentPath: k.AgentPath,
+		ImagePullPolicy: corev1.PullPolicy(k.ImagePullPolicy), StorageClass: k.StorageClass,
+		RuntimeClass: k.RuntimeClass, NodeSelector: k.NodeSelector, Disk: disk,
+		CPUMilli: h.NanoCPUs / 1e6, Memory: h.Memory, TmpSize: h.TmpSize,
+	}
+	if k.StartTimeout != nil {
+		o.StartTimeout = k.StartTimeout.D()
+	}
+	for _, t := range k.Tolerations {
+		o.Tolerations = append(o.Tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(t.Operator),
+			Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	uid, gid, ok := strings.Cut(h.User, ":")
+	if o.UID, err = strconv.ParseInt(uid, 10, 64); err != nil || o.UID == 0 {
+		return kubernetes.Options{}, nil, fmt.Errorf("sandbox profile user %q: the kubernetes backend needs a numeric, non-root uid", h.User)
+	}
+	if ok {
+		if o.GID, err = strconv.ParseInt(gid, 10, 64); err != nil {
+			return kubernetes.Options{}, nil, fmt.Errorf("sandbox profile user %q: the gid is not a number", h.User)
+		}
+	}
+	// What the profile asks that a pod spec cannot say, said at start.
+	var notes []string
+	if h.Pids > 0 {
+		notes = append(notes, fmt.Sprintf("the process limit (%d) is the nodes' kubelet podPidsLimit on Kubernetes, not a pod field", h.Pids))
+	}
+	if h.Network != "" && h.Network != "none" {
+		notes = append(notes, "profile network "+h.Network+" is ignored: sandbox pods get a deny-all NetworkPolicy")
+	}
+	if !h.ReadOnlyRoot || !h.NoNewPrivileges || len(h.CapAdd) > 0 {
+		notes = append(notes, "read-only root, no privilege escalation and no capabilities are always set on Kubernetes")
+	}
+	return o, notes, nil
+}
+
+// startKubernetes connects the Kubernetes backend.
+func startKubernetes(ctx context.Context, d *deps, instance string) (sandboxRuntime, error) {
+	o, notes, err := kubernetesOptions(d.cfg, instance)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range notes {
+		d.log.Warn("kubernetes sandboxes: " + n)
+	}
+	o.Known = d.db.Conversations
+	o.Audit = d.audit
+	o.Logger = d.log
+	rt, err := kubernetes.New(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	d.log.Info("sandboxes on kubernetes", "server", rt.Engine(), "namespace", rt.Namespace())
+	return rt, nil
+}
+
+// doctorKubernetes checks the API server and conch's permissions there.
+func (a *app) doctorKubernetes(ctx context.Context, cfg *config.Config, check func(string, error, string)) {
+	o, _, err := kubernetesOptions(cfg, "doctor")
+	if err != nil {
+		check("kubernetes", err, "")
+		return
+	}
+	rt, err := kubernetes.New(ctx, o)
+	if err != nil {
+		check("kubernetes", err, "")
+		return
+	}
+	defer rt.Close()
+	check("kubernetes", nil, fmt.Sprintf("API server %s answers; namespace %s", rt.Engine(), rt.Namespace()))
+	check("kubernetes permissions", kubernetes.CheckAccess(ctx, o), "every permission of deploy/kubernetes/role.yaml is granted")
+}
