@@ -14,7 +14,9 @@ import (
 var errNoKubernetes = errors.New(`sandbox.backend = "kubernetes" needs a conch built with the kubernetes tag: ` +
 	"go build -tags goolm,kubernetes ./cmd/conch (make build-kubernetes)")
 
-func startKubernetes(context.Context, *deps, string) (sandboxRuntime, error) { return nil, errNoKubernetes }
+func startKubernetes(context.Context, *deps, string) (sandboxRuntime, error) {
+	return nil, errNoKubernetes
+}
 
 func (a *app) doctorKubernetes(_ context.Context, _ *config.Config, check func(string, error, string)) {
 	check("kubernetes", errNoKubernetes, "")

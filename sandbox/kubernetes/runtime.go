@@ -540,3 +540,6 @@ func newClientset(rc *rest.Config) (*k8s.Clientset, error) {
 	rc.UserAgent = "conch"
 	return k8s.NewForConfig(rc)
 }
+
+// Options returns the options in effect (defaults filled in).
+func (r *Runtime) Options() Options { return r.opts }
