@@ -6,6 +6,8 @@ import (
 	"context"
 
 	"conch"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Reconcile runs at start: pods and claims of conversations the store
@@ -32,15 +34,23 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gone := map[string]string{} // name → why
+	type orphan struct {
+		why string
+		key conch.ConversationKey // as its annotation says, when it can be read
+	}
+	gone := map[string]orphan{}
+	orphanOf := func(m metav1.ObjectMeta, why string) {
+		k, _ := conch.ParseConversationKey(m.Annotations[AnnotationConversation])
+		gone[m.Name] = orphan{why: why, key: k}
+	}
 	for i := range pods {
 		p := &pods[i]
 		key, ok := r.podKey(p.ObjectMeta)
 		switch {
 		case !ok:
-			gone[p.Name] = "orphan: its conversation cannot be told"
+			orphanOf(p.ObjectMeta, "orphan: its conversation cannot be told")
 		case known != nil && !known[key.String()]:
-			gone[p.Name] = "orphan: conversation unknown to the store"
+			orphanOf(p.ObjectMeta, "orphan: conversation unknown to the store")
 		case p.DeletionTimestamp == nil && r.staleReason(p, key) != "":
 			reason := r.staleReason(p, key)
 			r.opts.Logger.Info("reconcile: deleting stale sandbox pod (workspace kept)", "pod", p.Name, "reason", reason)
@@ -54,15 +64,14 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 		key, ok := r.podKey(c.ObjectMeta)
 		switch {
 		case !ok:
-			gone[c.Name] = "orphan: its conversation cannot be told"
+			orphanOf(c.ObjectMeta, "orphan: its conversation cannot be told")
 		case known != nil && !known[key.String()]:
-			gone[c.Name] = "orphan: conversation unknown to the store"
+			orphanOf(c.ObjectMeta, "orphan: conversation unknown to the store")
 		}
 	}
-	for name, why := range gone {
-		r.opts.Logger.Info("reconcile: removing sandbox pod and workspace", "name", name, "reason", why)
-		key := conch.ConversationKey{}
-		if err := r.removeObjects(ctx, name, why, key); err != nil {
+	for name, g := range gone {
+		r.opts.Logger.Info("reconcile: removing sandbox pod and workspace", "name", name, "reason", g.why)
+		if err := r.removeObjects(ctx, name, g.why, g.key); err != nil {
 			return err
 		}
 	}
