@@ -230,7 +230,7 @@ func (r *Runtime) Sandbox(ctx context.Context, key conch.ConversationKey) (conch
 	r.mu.Lock()
 	b.lastUse = r.opts.Now()
 	r.mu.Unlock()
-	return b.client, nil
+	return &podSandbox{r: r, key: key, id: b.uid}, nil
 }
 
 // ensureLocked makes b's pod exist and run, and b.client talk to it.
