@@ -11,6 +11,7 @@ import (
 	"conch"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -264,7 +265,7 @@ func (r *Runtime) hardening(p *corev1.Pod) ([]conch.SandboxSetting, []string) {
 			problems = append(problems, name+" differs from the active profile")
 		}
 	}
-	check("security context", fmt.Sprint(*sc) == fmt.Sprint(*wc.SecurityContext))
+	check("security context", equality.Semantic.DeepEqual(sc, wc.SecurityContext))
 	check("resources", c.Resources.Limits.Cpu().Cmp(*wc.Resources.Limits.Cpu()) == 0 &&
 		c.Resources.Limits.Memory().Cmp(*wc.Resources.Limits.Memory()) == 0)
 	check("service-account token", sa == "false")

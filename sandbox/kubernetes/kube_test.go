@@ -24,9 +24,9 @@ const ns = "conch"
 
 type env struct{ *kube.Env }
 
-func newEnv(t *testing.T) env { return env{kube.Sandboxes(t)} }
+func newEnv(t testing.TB) env { return env{kube.Sandboxes(t)} }
 
-func (e env) options(t *testing.T, mod func(*kubernetes.Options)) kubernetes.Options {
+func (e env) options(t testing.TB, mod func(*kubernetes.Options)) kubernetes.Options {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	o := kubernetes.Options{

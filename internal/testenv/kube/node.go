@@ -61,6 +61,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	started map[types.UID]map[string]string // pod uid → container → engine id
+	stopped bool // no more logging: the test is over
 	// Execs counts exec streams served (tests check the agent's stream is
 	// long-lived: one per conversation).
 	execs int
@@ -94,12 +95,23 @@ func (c *Cluster) StartNode(tb testing.TB, eng *engine.Engine, images map[string
 	done := make(chan struct{})
 	go func() { defer close(done); n.loop(ctx) }()
 	tb.Cleanup(func() {
+		n.mu.Lock()
+		n.stopped = true
+		n.mu.Unlock()
 		cancel()
 		<-done
 		_ = srv.Close()
 		n.removeAll()
 	})
 	return n
+}
+
+func (n *Node) logf(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.stopped {
+		n.tb.Logf(format, args...)
+	}
 }
 
 // Execs is the number of exec streams the node has served.
@@ -134,7 +146,7 @@ func (n *Node) loop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if err := n.sync(ctx); err != nil && ctx.Err() == nil {
-			n.tb.Logf("test node: %v", err)
+			n.logf("test node: %v", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -163,12 +175,12 @@ func (n *Node) sync(ctx context.Context) error {
 			}
 		}
 		if err := n.syncPod(ctx, p); err != nil {
-			n.tb.Logf("test node: pod %s/%s: %v", p.Namespace, p.Name, err)
+			n.logf("test node: pod %s/%s: %v", p.Namespace, p.Name, err)
 		}
 	}
 	for i := range claims.Items {
 		if err := n.syncClaim(ctx, &claims.Items[i], inUse); err != nil {
-			n.tb.Logf("test node: claim %s: %v", claims.Items[i].Name, err)
+			n.logf("test node: claim %s: %v", claims.Items[i].Name, err)
 		}
 	}
 	return n.reclaim(ctx)
@@ -209,9 +221,9 @@ func (n *Node) syncPod(ctx context.Context, p *corev1.Pod) error {
 func (n *Node) runPod(p *corev1.Pod) {
 	ctx := context.Background()
 	fail := func(msg string) {
-		n.tb.Logf("test node: pod %s: %s", p.Name, msg)
+		n.logf("test node: pod %s: %s", p.Name, msg)
 		p.Status.Phase, p.Status.Message = corev1.PodFailed, msg
-		_, _ = n.c.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		n.updateStatus(ctx, p)
 	}
 	binds, tmpfs, err := n.volumes(ctx, p)
 	for tries := 0; err != nil && tries < 300; tries++ { // a claim may bind a little later
@@ -265,8 +277,24 @@ func (n *Node) runPod(p *corev1.Pod) {
 	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
 	}
-	if _, err := n.c.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		n.tb.Logf("test node: pod %s status: %v", p.Name, err)
+	n.updateStatus(ctx, p)
+}
+
+// updateStatus writes p's status, on the pod's current version.
+func (n *Node) updateStatus(ctx context.Context, p *corev1.Pod) {
+	pods := n.c.Client.CoreV1().Pods(p.Namespace)
+	for range 5 {
+		cur, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil || cur.UID != p.UID {
+			return
+		}
+		cur.Status = p.Status
+		if _, err = pods.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil || apierrors.IsNotFound(err) {
+			return
+		} else if !apierrors.IsConflict(err) {
+			n.logf("test node: pod %s status: %v", p.Name, err)
+			return
+		}
 	}
 }
 
@@ -520,6 +548,13 @@ func (n *Node) reclaim(ctx context.Context) error {
 		return err
 	}
 	for _, pv := range pvs.Items {
+		if pv.DeletionTimestamp != nil && len(pv.Finalizers) > 0 { // pv-protection: no controller here to release it
+			pv.Finalizers = nil
+			if _, err := cs.PersistentVolumes().Update(ctx, &pv, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return err
+			}
+			continue
+		}
 		ref := pv.Spec.ClaimRef
 		if ref == nil {
 			continue

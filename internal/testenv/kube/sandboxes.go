@@ -38,7 +38,7 @@ type Env struct {
 
 // Sandboxes starts the whole environment (the engine and the cluster are
 // skipped through testenv.Missing when they cannot run here).
-func Sandboxes(t *testing.T) *Env {
+func Sandboxes(t testing.TB) *Env {
 	t.Helper()
 	eng := engine.Docker(t)
 	c := Start(t)
@@ -55,7 +55,7 @@ func Sandboxes(t *testing.T) *Env {
 
 // BindRole creates the Role of deploy/kubernetes/role.yaml (decoded from
 // the file: the manifest is what is tested) once, and binds it to user.
-func (e *Env) BindRole(t *testing.T, user string) {
+func (e *Env) BindRole(t testing.TB, user string) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "kubernetes", "role.yaml"))
