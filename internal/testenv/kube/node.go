@@ -61,7 +61,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	started map[types.UID]map[string]string // pod uid → container → engine id
-	stopped bool // no more logging: the test is over
+	stopped bool                            // no more logging: the test is over
 	// Execs counts exec streams served (tests check the agent's stream is
 	// long-lived: one per conversation).
 	execs int
