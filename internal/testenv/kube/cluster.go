@@ -83,7 +83,7 @@ func Start(tb testing.TB) *Cluster {
 	must(tb, err)
 	port := freePort(tb)
 	c.URL = "https://127.0.0.1:" + strconv.Itoa(port)
-	startProc(tb, dir, "kube-apiserver", bins.Path("kube-apiserver"),
+	apiDone := startProc(tb, dir, "kube-apiserver", bins.Path("kube-apiserver"),
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"--tls-cert-file", srvCrt, "--tls-private-key-file", srvKey, "--client-ca-file", caFile,
@@ -93,6 +93,8 @@ func Start(tb testing.TB) *Cluster {
 		"--service-account-issuer", "https://kubernetes.default.svc", "--api-audiences", "https://kubernetes.default.svc",
 		"--service-cluster-ip-range", "10.96.0.0/16",
 		"--authorization-mode", "Node,RBAC",
+		// 127.0.0.1 cannot be the kubernetes service's endpoint; nothing here needs one.
+		"--endpoint-reconciler-type", "none",
 		"--enable-admission-plugins", "NodeRestriction",
 		"--allow-privileged=false",
 		"--profiling=false", "--v=1")
@@ -104,13 +106,13 @@ func Start(tb testing.TB) *Cluster {
 	if c.Client, err = k8s.NewForConfig(c.Admin); err != nil {
 		tb.Fatal(err)
 	}
-	c.waitReady(tb)
+	c.waitReady(tb, apiDone)
 	return c
 }
 
 // waitReady waits for /readyz and for the default namespace (the API
 // server's bootstrap controllers made it).
-func (c *Cluster) waitReady(tb testing.TB) {
+func (c *Cluster) waitReady(tb testing.TB, exited <-chan struct{}) {
 	tb.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	var last error
@@ -125,7 +127,11 @@ func (c *Cluster) waitReady(tb testing.TB) {
 			return
 		}
 		last = fmt.Errorf("%w (%s)", err, body)
-		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-exited:
+			tb.Fatalf("kube-apiserver exited: %v (logs in %s)", last, c.Dir)
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
 	tb.Fatalf("kube-apiserver not ready after 3m: %v (logs in %s)", last, c.Dir)
 }
@@ -168,7 +174,9 @@ func (c *Cluster) Kubeconfig(tb testing.TB, cfg *rest.Config, namespace string) 
 	return path
 }
 
-func startProc(tb testing.TB, dir, name, bin string, args ...string) {
+// startProc starts bin with its output in dir/name.log; the channel closes
+// when it exits. It is stopped (SIGINT, then SIGKILL) at cleanup.
+func startProc(tb testing.TB, dir, name, bin string, args ...string) <-chan struct{} {
 	tb.Helper()
 	logf, err := os.Create(filepath.Join(dir, name+".log"))
 	must(tb, err)
@@ -195,6 +203,7 @@ func startProc(tb testing.TB, dir, name, bin string, args ...string) {
 			}
 		}
 	})
+	return done
 }
 
 func freePort(tb testing.TB) int {
