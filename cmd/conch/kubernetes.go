@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -12,7 +13,23 @@ import (
 	"conch/sandbox/kubernetes"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 )
+
+// debugOnly logs every record at debug level.
+type debugOnly struct{ slog.Handler }
+
+func (h debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
+	return h.Handler.Enabled(ctx, slog.LevelDebug)
+}
+
+func (h debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{h.Handler.WithAttrs(as)} }
+func (h debugOnly) WithGroup(name string) slog.Handler    { return debugOnly{h.Handler.WithGroup(name)} }
 
 // kubernetesOptions builds the Kubernetes backend's options from the
 // configuration: [sandbox.kubernetes], the image, sandbox.disk and the
@@ -78,6 +95,11 @@ func startKubernetes(ctx context.Context, d *deps, instance string) (sandboxRunt
 	for _, n := range notes {
 		d.log.Warn("kubernetes sandboxes: " + n)
 	}
+	// client-go reports through klog, to stderr by default; its lines go to
+	// conch's log at debug level (a closed exec stream is logged there as an
+	// "error" although conch closed it on purpose; real failures come back
+	// to the backend as errors).
+	klog.SetSlogLogger(slog.New(debugOnly{d.log.Handler()}).With("component", "client-go"))
 	o.Known = d.db.Conversations
 	o.Audit = d.audit
 	o.Logger = d.log
