@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"conch"
@@ -51,6 +52,10 @@ type box struct {
 	name string
 	// lock is held while the pod is created, waited for or deleted.
 	lock chan struct{}
+
+	// verified is when (UnixNano) the pod was last seen running; 0 after
+	// the stream to it broke.
+	verified atomic.Int64
 
 	// Guarded by lock.
 	uid      string
@@ -235,6 +240,12 @@ func (r *Runtime) Sandbox(ctx context.Context, key conch.ConversationKey) (conch
 
 // ensureLocked makes b's pod exist and run, and b.client talk to it.
 func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
+	// A pod seen running within verifyEvery, whose stream has not broken
+	// since, is used without asking the API server again (one GET per tool
+	// call would be the API server's load and its client's rate limit).
+	if b.client != nil && r.opts.Now().UnixNano()-b.verified.Load() < int64(verifyEvery) {
+		return nil
+	}
 	pods := r.cs.CoreV1().Pods(r.ns)
 	p, err := pods.Get(ctx, b.name, metav1.GetOptions{})
 	switch {
@@ -253,6 +264,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 		}
 	}
 	if p != nil && b.client != nil && string(p.UID) == b.uid && podReady(p) {
+		b.verified.Store(r.opts.Now().UnixNano())
 		return nil
 	}
 	b.closeClient()
@@ -265,6 +277,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 		return err
 	}
 	b.uid = string(p.UID)
+	b.verified.Store(r.opts.Now().UnixNano())
 	name := p.Name
 	b.client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		return r.dialAgent(ctx, name)
@@ -273,6 +286,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 }
 
 func (b *box) closeClient() {
+	b.verified.Store(0)
 	if b.client != nil {
 		_ = b.client.Close()
 		b.client = nil
@@ -536,8 +550,24 @@ func (r *Runtime) deletePodNoWait(ctx context.Context, name string) error {
 	return nil
 }
 
+// forget makes the next use of key's pod ask the API server about it.
+func (r *Runtime) forget(key conch.ConversationKey) {
+	r.mu.Lock()
+	b := r.boxes[key.String()]
+	r.mu.Unlock()
+	if b != nil {
+		b.verified.Store(0)
+	}
+}
+
+// verifyEvery is how long a pod seen running is trusted without a GET.
+const verifyEvery = 5 * time.Second
+
 func newClientset(rc *rest.Config) (*k8s.Clientset, error) {
 	rc.UserAgent = "conch"
+	if rc.QPS == 0 && rc.Burst == 0 { // client-go's default, 5/s, is for controllers, not a gateway
+		rc.QPS, rc.Burst = 50, 100
+	}
 	return k8s.NewForConfig(rc)
 }
 

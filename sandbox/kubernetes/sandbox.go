@@ -4,6 +4,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 
 	"conch"
@@ -24,6 +25,27 @@ var _ conch.Sandbox = (*podSandbox)(nil)
 // ID is the pod's uid when it was handed out.
 func (s *podSandbox) ID() string { return s.id }
 
+// do runs op on the conversation's agent. After an error the pod is looked
+// at again on the next call (it may be gone, and is then recreated); an op
+// that found no agent at all (nothing of it was sent: the pod went since it
+// was last seen) is tried once more on the pod as the API server has it now.
+func (s *podSandbox) do(ctx context.Context, op func(*sandboxd.Client) error) error {
+	for attempt := 0; ; attempt++ {
+		c, err := s.client(ctx)
+		if err != nil {
+			return err
+		}
+		err = op(c)
+		if err == nil {
+			return nil
+		}
+		s.r.forget(s.key)
+		if attempt > 0 || !errors.Is(err, sandboxd.ErrConnect) {
+			return err
+		}
+	}
+}
+
 func (s *podSandbox) client(ctx context.Context) (*sandboxd.Client, error) {
 	if err := s.r.checkOpen(); err != nil {
 		return nil, err
@@ -43,33 +65,32 @@ func (s *podSandbox) client(ctx context.Context) (*sandboxd.Client, error) {
 }
 
 func (s *podSandbox) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error) {
-	c, err := s.client(ctx)
-	if err != nil {
-		return conch.ExecResult{}, err
-	}
-	return c.Exec(ctx, req)
+	var res conch.ExecResult
+	err := s.do(ctx, func(c *sandboxd.Client) (err error) {
+		res, err = c.Exec(ctx, req)
+		return err
+	})
+	return res, err
 }
 
 func (s *podSandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
-	c, err := s.client(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.ReadFile(ctx, path, limit)
+	var b []byte
+	err := s.do(ctx, func(c *sandboxd.Client) (err error) {
+		b, err = c.ReadFile(ctx, path, limit)
+		return err
+	})
+	return b, err
 }
 
 func (s *podSandbox) WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error {
-	c, err := s.client(ctx)
-	if err != nil {
-		return err
-	}
-	return c.WriteFile(ctx, path, data, mode)
+	return s.do(ctx, func(c *sandboxd.Client) error { return c.WriteFile(ctx, path, data, mode) })
 }
 
 func (s *podSandbox) ListFiles(ctx context.Context, path string) ([]conch.FileInfo, error) {
-	c, err := s.client(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.ListFiles(ctx, path)
+	var fs []conch.FileInfo
+	err := s.do(ctx, func(c *sandboxd.Client) (err error) {
+		fs, err = c.ListFiles(ctx, path)
+		return err
+	})
+	return fs, err
 }

@@ -196,13 +196,18 @@ var connectPolicy = backoff.Policy{Base: 100 * time.Millisecond, Max: 2}
 // retryAtOnce retries once without waiting: a fresh session is the remedy.
 var retryAtOnce = backoff.Policy{Max: 1, Wait: func(ctx context.Context, _ time.Duration) error { return ctx.Err() }}
 
+// ErrConnect is wrapped by the errors of a call that found no agent to
+// talk to (the dial or the handshake failed): nothing of the call was sent,
+// so it may be tried again, e.g. after the sandbox was recreated.
+var ErrConnect = errors.New("no connection to the sandbox agent")
+
 // errNoHello marks a stream that ended before the agent said hello.
 var errNoHello = errors.New("no hello from the agent")
 
 func (c *Client) connect(ctx context.Context) (*session, error) {
 	rwc, err := c.dial(ctx)
 	if err != nil {
-		return nil, &conch.Error{Kind: conch.KindUnavailable, User: "cannot reach the sandbox", Err: fmt.Errorf("agent dial: %w", err)}
+		return nil, &conch.Error{Kind: conch.KindUnavailable, User: "cannot reach the sandbox", Err: fmt.Errorf("agent dial: %w: %w", ErrConnect, err)}
 	}
 	fr := newFrameReader(rwc)
 	type helloResult struct {
@@ -231,7 +236,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	}
 	if hr.err != nil {
 		rwc.Close()
-		return nil, &conch.Error{Kind: conch.KindUnavailable, User: "the sandbox agent did not start", Err: fmt.Errorf("agent handshake: %w", hr.err)}
+		return nil, &conch.Error{Kind: conch.KindUnavailable, User: "the sandbox agent did not start", Err: fmt.Errorf("agent handshake: %w: %w", ErrConnect, hr.err)}
 	}
 	s := &session{
 		rwc:     rwc,
