@@ -221,6 +221,34 @@ func TestKubernetes(t *testing.T) {
 		}
 	})
 
+	t.Run("idle pod deleted, claim kept", func(t *testing.T) {
+		idleRT := e.runtime(t, e.options(t, func(o *kubernetes.Options) {
+			o.IdleStop, o.SweepEvery = 1500*time.Millisecond, 100*time.Millisecond
+		}))
+		k := conch.ConversationKey{Channel: "web", ID: "idle"}
+		sb, err := idleRT.Sandbox(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := kubernetes.PodName(idleRT.Options().InstanceID, k)
+		first, _ := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		// A call longer than IdleStop is in use all along: not idle.
+		run(t, sb, "echo busy > /workspace/mark; sleep 2.5")
+		if p, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil || p.UID != first.UID || p.DeletionTimestamp != nil {
+			t.Fatalf("pod deleted while a call ran: %v", err)
+		}
+		waitGone(t, e, name, string(first.UID))
+		if _, err := e.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("claim after the idle pod went: %v", err)
+		}
+		if got := run(t, sb, "cat /workspace/mark"); got != "busy" {
+			t.Fatalf("workspace on the new pod: %q", got)
+		}
+		if err := idleRT.Remove(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("rbac", func(t *testing.T) {
 		// Another namespace: the Role does not reach it.
 		_, err := kubernetes.New(ctx, e.options(t, func(o *kubernetes.Options) { o.Namespace = "default" }))

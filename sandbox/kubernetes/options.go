@@ -80,6 +80,13 @@ type Options struct {
 	// StartTimeout bounds waiting for a new pod to run; 0 means
 	// DefaultStartTimeout.
 	StartTimeout time.Duration
+	// IdleStop deletes a pod unused this long (its claim stays; the next
+	// use makes a new pod on it): an idle pod holds its Guaranteed CPU and
+	// memory on a node. 0 never deletes.
+	IdleStop time.Duration
+	// SweepEvery is how often idle pods are looked for; 0 derives it from
+	// IdleStop (a quarter, between 1 s and 1 min).
+	SweepEvery time.Duration
 	// Known lists the conversations the store knows; Reconcile deletes the
 	// pods and claims of any other. nil treats every labelled conversation
 	// as known.

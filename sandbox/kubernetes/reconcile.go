@@ -11,7 +11,7 @@ import (
 )
 
 // Reconcile runs at start: pods and claims of conversations the store
-// knows stay (the next use reattaches, over a new exec); failed or stale
+// knows stay (the next use reattaches, over a new exec; idle from now on); failed or stale
 // pods are deleted (claims kept); pods and claims of unknown conversations,
 // and those whose conversation cannot be told, are deleted.
 func (r *Runtime) Reconcile(ctx context.Context) error {
@@ -57,6 +57,9 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 			if err := r.deletePodNoWait(ctx, p.Name); err != nil {
 				return err
 			}
+		case p.DeletionTimestamp == nil:
+			// Live: tracked from now, so the janitor deletes it if it stays idle.
+			r.touch(r.boxFor(key), 0)
 		}
 	}
 	for i := range claims {

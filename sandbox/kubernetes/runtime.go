@@ -38,6 +38,10 @@ type Runtime struct {
 	mu     sync.Mutex
 	boxes  map[string]*box
 	closed bool
+
+	life context.Context // ends at Close: the janitor
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 }
 
 var (
@@ -62,8 +66,13 @@ type box struct {
 	client   *sandboxd.Client
 	released bool
 
+	// idle is set when the janitor deleted the pod for idleness (not again
+	// until the next use).
+	idle bool
+
 	// Guarded by Runtime.mu.
 	lastUse time.Time
+	active  int // calls in flight
 }
 
 // RESTConfig loads the client configuration of o: o.REST, else the
@@ -116,6 +125,11 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	}
 	if err := r.ensurePolicy(ctx); err != nil {
 		return nil, err
+	}
+	r.life, r.stop = context.WithCancel(context.Background())
+	if every := r.sweepEvery(); every > 0 {
+		r.wg.Add(1)
+		go r.janitor(every)
 	}
 	return r, nil
 }
@@ -240,6 +254,7 @@ func (r *Runtime) Sandbox(ctx context.Context, key conch.ConversationKey) (conch
 
 // ensureLocked makes b's pod exist and run, and b.client talk to it.
 func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
+	b.idle = false
 	// A pod seen running within verifyEvery, whose stream has not broken
 	// since, is used without asking the API server again (one GET per tool
 	// call would be the API server's load and its client's rate limit).
@@ -527,6 +542,8 @@ func (r *Runtime) releaseLocked(b *box) {
 
 // Close drops every agent connection; pods stay.
 func (r *Runtime) Close() error {
+	r.stop()
+	r.wg.Wait()
 	r.mu.Lock()
 	r.closed = true
 	bs := make([]*box, 0, len(r.boxes))

@@ -30,6 +30,9 @@ func (s *podSandbox) ID() string { return s.id }
 // that found no agent at all (nothing of it was sent: the pod went since it
 // was last seen) is tried once more on the pod as the API server has it now.
 func (s *podSandbox) do(ctx context.Context, op func(*sandboxd.Client) error) error {
+	b := s.r.boxFor(s.key)
+	s.r.touch(b, 1)
+	defer s.r.touch(b, -1)
 	for attempt := 0; ; attempt++ {
 		c, err := s.client(ctx)
 		if err != nil {
