@@ -100,7 +100,7 @@ func (r *Runtime) info(p *corev1.Pod) conch.SandboxInfo {
 	}
 	r.mu.Lock()
 	if b := r.boxes[in.Key.String()]; b != nil && !in.Key.IsZero() {
-		in.LastUsed = b.lastUse
+		in.LastUsed, in.Busy = b.lastUse, b.active > 0
 	}
 	r.mu.Unlock()
 	return in
