@@ -23,7 +23,8 @@ build-kubernetes:
 # budget. docs/kubernetes.md.
 kube-e2e:
 	$(GO) run ./internal/testenv/kube/cmd/prebuild
-	CONCH_REQUIRE_REAL=1 $(GO) vet -tags $(TAGS),kubernetes ./sandbox/kubernetes/ ./internal/testenv/kube/... ./cmd/conch/
+	$(GO) vet -tags $(TAGS),kubernetes ./sandbox/kubernetes/ ./internal/testenv/kube/... ./cmd/conch/
+	$(STATICCHECK) -tags $(TAGS),kubernetes ./sandbox/kubernetes/ ./internal/testenv/kube/... ./cmd/conch/
 	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 20m -count=1 -run 'TestKubernetes' ./sandbox/kubernetes/
 	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 20m -count=1 -run 'TestChatKubernetes' ./cmd/conch/
 
