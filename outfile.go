@@ -35,3 +35,6 @@ func (e *FileTooLargeError) Error() string {
 type ConversationFiles interface {
 	OpenFile(ctx context.Context, key ConversationKey, ref string) (io.ReadCloser, error)
 }
+
+// AuditFileSend records a file send_file sent out of a sandbox, or refused.
+const AuditFileSend AuditKind = "file_send"

@@ -24,3 +24,22 @@ func copyFile(ctx context.Context, st conch.AttachmentStore, sb conch.Sandbox, a
 	}
 	return nil
 }
+
+// outgoingFiles readies the files a turn's tools queued for its answer
+// (stored with the turn, spooled by send_file): each reads its spooled copy,
+// so an answer re-delivered after a crash sends the same files.
+func (g *Gateway) outgoingFiles(as []conch.Attachment) []conch.Attachment {
+	if len(as) == 0 || g.opts.Attachments == nil {
+		return nil
+	}
+	out := make([]conch.Attachment, 0, len(as))
+	for _, a := range as {
+		if a.Ref == "" {
+			continue
+		}
+		ref := a.Ref
+		a.Open = func(ctx context.Context) (io.ReadCloser, error) { return g.opts.Attachments.Open(ctx, ref) }
+		out = append(out, a)
+	}
+	return out
+}

@@ -357,6 +357,11 @@ func tools(d *deps) ([]conch.Tool, error) {
 		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
 	)
 	ts = append(ts, tool.TerminalTools(d.terminals)...)
+	sf, err := sendFileTool(d)
+	if err != nil {
+		return nil, err
+	}
+	ts = append(ts, sf)
 	if d.cfg.Coder.Agent != "" {
 		profile, cli, err := coderProfile(d.cfg.Coder.Agent)
 		if err != nil {
