@@ -90,7 +90,8 @@ func TestUpSendFileTelegram(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	if err := tg.Wait(ctx, func() bool { return len(sentOf(tg, alice.ID, "sendPhoto")) == 1 }); err != nil {
-		t.Fatalf("no photo arrived; sent %+v; stderr:\n%s", tg.Sent(alice.ID), p.stderr)
+		last, _ := llm.Last()
+		t.Fatalf("no photo arrived; the model read %+v; stderr:\n%s", last.ToolResults(), p.stderr)
 	}
 	photo := sentOf(tg, alice.ID, "sendPhoto")[0]
 	if !bytes.Equal(photo.Photo.Data, chart) || photo.Silent {
