@@ -39,8 +39,8 @@ func chartPNG(t *testing.T) []byte {
 // drawCall is the bash call that writes the chart in the sandbox (the
 // decoding runs there), with the traps the refusals need beside it.
 func drawCall(t *testing.T, chart []byte) fakellm.Call {
-	cmd := "mkdir -p out && printf %s " + base64.StdEncoding.EncodeToString(chart) + " | base64 -d > out/chart.png" +
-		" && ln -sf /etc/passwd out/passwd.png && mkfifo out/pipe && truncate -s 51M out/big.bin && ls -l out"
+	cmd := "sh -c 'mkdir -p out && printf %s " + base64.StdEncoding.EncodeToString(chart) + " | base64 -d > out/chart.png" +
+		" && ln -sf /etc/passwd out/passwd.png && mkfifo out/pipe && truncate -s 51M out/big.bin && ls -l out'"
 	args, _ := json.Marshal(map[string]string{"command": cmd})
 	return fakellm.Call{Name: "bash", Args: args}
 }
