@@ -59,6 +59,17 @@ func tgSendFileEnv(t *testing.T, llm *fakellm.Server, tg *tgfake.Server) []strin
 	return append(telegramEnv(t, llm, tg, t.TempDir(), "4242"), engineEnv(t, e, instance)...)
 }
 
+// answersTo are the bot's notifying messages (answers; progress is silent).
+func answersTo(tg *tgfake.Server, chat int64) []tgfake.Sent {
+	var out []tgfake.Sent
+	for _, s := range sentOf(tg, chat, "sendMessage") {
+		if !s.Silent {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func sentOf(tg *tgfake.Server, chat int64, method string) []tgfake.Sent {
 	var out []tgfake.Sent
 	for _, s := range tg.Sent(chat) {
@@ -97,7 +108,7 @@ func TestUpSendFileTelegram(t *testing.T) {
 	if !bytes.Equal(photo.Photo.Data, chart) || photo.Silent {
 		t.Fatalf("photo %d bytes (want the chart's %d), silent %v", len(photo.Photo.Data), len(chart), photo.Silent)
 	}
-	texts := sentOf(tg, alice.ID, "sendMessage")
+	texts := answersTo(tg, alice.ID)
 	if len(texts) != 1 || texts[0].Text != "Here is your chart." || texts[0].MessageID > photo.MessageID {
 		t.Fatalf("answer text %+v, want it once, before the photo", texts)
 	}
@@ -111,7 +122,7 @@ func TestUpSendFileTelegram(t *testing.T) {
 	llm.Push(fakellm.ToolCalls(sendCall("out/../../etc/passwd"), sendCall("out/pipe")),
 		fakellm.ToolCalls(sendCall("out/big.bin")), fakellm.Text("I could not send those."))
 	tg.SendText(alice, tgfake.PrivateChat(alice), "now send the rest")
-	if err := tg.Wait(ctx, func() bool { return len(sentOf(tg, alice.ID, "sendMessage")) == 2 }); err != nil {
+	if err := tg.Wait(ctx, func() bool { return len(answersTo(tg, alice.ID)) == 2 }); err != nil {
 		t.Fatalf("no second answer; stderr:\n%s", p.stderr)
 	}
 	last, _ = llm.Last()
@@ -146,18 +157,26 @@ func TestUpSendFileKill9(t *testing.T) {
 	p := startConch(t, env, "up")
 	p.waitStderr(t, "telegram polling")
 
-	release := tg.Hang("sendMessage")
+	// The answer (it notifies; progress is silent) never gets through.
+	release := tg.HangIf("sendMessage", func(p map[string]string) bool { return p["disable_notification"] != "true" })
 	defer release()
 	llm.Push(fakellm.ToolCalls(drawCall(t, chart)), fakellm.ToolCalls(sendCall("out/chart.png")), fakellm.Text("Chart attached."))
 	tg.SendText(alice, tgfake.PrivateChat(alice), "chart please")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	if err := tg.Wait(ctx, func() bool { return len(tg.Calls("sendMessage")) > 0 }); err != nil {
+	if err := tg.Wait(ctx, func() bool {
+		for _, c := range tg.Calls("sendMessage") {
+			if c.Params["disable_notification"] != "true" {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
 		t.Fatalf("the answer was never sent; stderr:\n%s", p.stderr)
 	}
 	p.kill9(t)
 	release()
-	if n := len(tg.Sent(alice.ID)) - len(sentOf(tg, alice.ID, "sendChatAction")); n != 0 {
+	if n := len(answersTo(tg, alice.ID)) + len(sentOf(tg, alice.ID, "sendPhoto")); n != 0 {
 		t.Fatalf("%d messages delivered before the kill, want none: %+v", n, tg.Sent(alice.ID))
 	}
 	calls := llm.Count()
@@ -167,7 +186,7 @@ func TestUpSendFileKill9(t *testing.T) {
 		t.Fatalf("the photo was not re-sent; sent %+v; stderr:\n%s", tg.Sent(alice.ID), p.stderr)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	photos, texts := sentOf(tg, alice.ID, "sendPhoto"), sentOf(tg, alice.ID, "sendMessage")
+	photos, texts := sentOf(tg, alice.ID, "sendPhoto"), answersTo(tg, alice.ID)
 	if len(photos) != 1 || !bytes.Equal(photos[0].Photo.Data, chart) || len(texts) != 1 || texts[0].Text != "Chart attached." {
 		t.Fatalf("after the restart: %d photos, texts %+v; want the chart and the answer once", len(photos), texts)
 	}

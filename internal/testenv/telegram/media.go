@@ -20,13 +20,24 @@ const MaxPhotoBytes = 10 << 20
 // hangs are the methods whose calls never get an answer (see Hang).
 var hangs sync.Map // *Server → map[string]chan struct{}
 
+// hold is a hanging method: its calls whose parameters match wait on ch.
+type hold struct {
+	ch    chan struct{}
+	match func(params map[string]string) bool
+}
+
 // Hang makes every call of method wait without an answer until release is
 // called or the caller goes away (a process killed mid-send). The calls
 // are recorded (Calls) but do nothing.
 func (s *Server) Hang(method string) (release func()) {
+	return s.HangIf(method, nil)
+}
+
+// HangIf is Hang for the calls whose parameters match (nil: every call).
+func (s *Server) HangIf(method string, match func(params map[string]string) bool) (release func()) {
 	ch := make(chan struct{})
 	m, _ := hangs.LoadOrStore(s, &sync.Map{})
-	m.(*sync.Map).Store(strings.ToLower(method), ch)
+	m.(*sync.Map).Store(strings.ToLower(method), hold{ch: ch, match: match})
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -37,7 +48,7 @@ func (s *Server) Hang(method string) (release func()) {
 }
 
 // hang blocks a call of a hanging method; it reports whether it did.
-func (s *Server) hang(r *http.Request, method string) bool {
+func (s *Server) hang(r *http.Request, method string, params map[string]string) bool {
 	m, ok := hangs.Load(s)
 	if !ok {
 		return false
@@ -46,8 +57,12 @@ func (s *Server) hang(r *http.Request, method string) bool {
 	if !ok {
 		return false
 	}
+	h := v.(hold)
+	if h.match != nil && !h.match(params) {
+		return false
+	}
 	select {
-	case <-v.(chan struct{}):
+	case <-h.ch:
 	case <-r.Context().Done():
 	}
 	return true

@@ -76,7 +76,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, f.Status, f.Description, f.RetryAfter)
 		return
 	}
-	if s.hang(r, method) {
+	if s.hang(r, method, params) {
 		writeError(w, http.StatusBadGateway, "Bad Gateway", 0)
 		return
 	}
