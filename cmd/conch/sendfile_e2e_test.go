@@ -83,7 +83,7 @@ func sentOf(tg *tgfake.Server, chat int64, method string) []tgfake.Sent {
 // TestUpSendFileTelegram: the model draws a chart in the sandbox (a real
 // container) and sends it with send_file; it arrives through the Bot API
 // fake as a photo after the answer's text. A symbolic link to /etc/passwd,
-// "..", a FIFO and a file over Telegram's limit are refused as tool errors
+// a file over Telegram's limit, ".." and a FIFO are refused as tool errors
 // the model reads, and nothing of them leaves.
 func TestUpSendFileTelegram(t *testing.T) {
 	testenv.Short(t)
@@ -96,6 +96,7 @@ func TestUpSendFileTelegram(t *testing.T) {
 
 	llm.Push(fakellm.ToolCalls(drawCall(t, chart)),
 		fakellm.ToolCalls(sendCall("out/passwd.png"), sendCall("/workspace/out/chart.png")),
+		fakellm.ToolCalls(sendCall("out/big.bin")),
 		fakellm.Text("Here is your chart."))
 	tg.SendText(alice, tgfake.PrivateChat(alice), "draw me a chart")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -114,22 +115,22 @@ func TestUpSendFileTelegram(t *testing.T) {
 	}
 	last, _ := llm.Last()
 	rs := last.ToolResults()
-	if len(rs) < 3 || !strings.Contains(rs[len(rs)-2].Content, "symbolic link") || !strings.Contains(rs[len(rs)-1].Content, "chart.png (image/png") {
+	if len(rs) < 4 || !strings.Contains(rs[len(rs)-3].Content, "symbolic link") || !strings.Contains(rs[len(rs)-2].Content, "chart.png (image/png") ||
+		!strings.Contains(rs[len(rs)-1].Content, "51.0 MB, over the 50.0 MB limit for files sent on telegram") {
 		t.Fatalf("tool results the model read: %+v", rs)
 	}
 
 	// Refusals in a turn of their own: the model reads each, nothing leaves.
-	llm.Push(fakellm.ToolCalls(sendCall("out/../../etc/passwd"), sendCall("out/pipe")),
-		fakellm.ToolCalls(sendCall("out/big.bin")), fakellm.Text("I could not send those."))
+	llm.Push(fakellm.ToolCalls(sendCall("out/../../etc/passwd"), sendCall("out/pipe")), fakellm.Text("I could not send those."))
 	tg.SendText(alice, tgfake.PrivateChat(alice), "now send the rest")
 	if err := tg.Wait(ctx, func() bool { return len(answersTo(tg, alice.ID)) == 2 }); err != nil {
 		t.Fatalf("no second answer; stderr:\n%s", p.stderr)
 	}
 	last, _ = llm.Last()
 	rs = last.ToolResults()
-	want := []string{`".."`, "not a regular file (a FIFO)", "51.0 MB, over the 50.0 MB limit for files sent on telegram"}
+	want := []string{`".."`, "not a regular file (a FIFO)"}
 	for i, w := range want {
-		if r := rs[len(rs)-3+i]; !strings.Contains(r.Content, w) {
+		if r := rs[len(rs)-2+i]; !strings.Contains(r.Content, w) {
 			t.Errorf("refusal %d: the model read %q, want it to say %q", i, r.Content, w)
 		}
 	}
