@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"conch"
 )
@@ -42,4 +43,20 @@ func (g *Gateway) outgoingFiles(as []conch.Attachment) []conch.Attachment {
 		out = append(out, a)
 	}
 	return out
+}
+
+// describeSent names the files of an answer for a channel that cannot send
+// files (the terminal): where each is in the workspace.
+func describeSent(as []conch.Attachment) string {
+	var b strings.Builder
+	b.WriteString("[Files sent with this answer; this channel cannot show them:")
+	for _, a := range as {
+		where := a.Path
+		if where == "" {
+			where = a.Name
+		}
+		fmt.Fprintf(&b, "\n- %s (%s, %d bytes)", where, a.MediaType, a.Size)
+	}
+	b.WriteString("]")
+	return b.String()
 }

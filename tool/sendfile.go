@@ -120,7 +120,11 @@ func (t *SendFile) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessa
 			return conch.ToolFail(msg + sentSoFar(files)), nil
 		}
 		name := conch.SafeName(path.Base(p), "file")
-		a := conch.Attachment{Name: name, MediaType: mediaType(name, data), Size: int64(len(data))}
+		where := p
+		if !path.IsAbs(where) {
+			where = path.Join(workspaceDir, where)
+		}
+		a := conch.Attachment{Name: name, MediaType: mediaType(name, data), Size: int64(len(data)), Path: path.Clean(where)}
 		a.Open = func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
 		ref, size, err := t.opts.Store.Put(ctx, env.Conversation, a, limit)
 		if err != nil {
