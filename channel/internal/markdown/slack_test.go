@@ -7,7 +7,7 @@ import (
 )
 
 func TestSlackMrkdwn(t *testing.T) {
-		for _, tc := range []struct{ in, want string }{
+	for _, tc := range []struct{ in, want string }{
 		{"**bold** and *it* and ~~gone~~", "*bold* and _it_ and ~gone~"},
 		{"# Title\n\ntext", "*Title*\n\ntext"},
 		{"a < b & c > d", "a &lt; b &amp; c &gt; d"},
@@ -27,7 +27,7 @@ func TestSlackMrkdwn(t *testing.T) {
 }
 
 func TestSplitSlackKeepsCodeBlocksAndLimits(t *testing.T) {
-		code := "```\n" + strings.Repeat("line of code <here>\n", 600) + "```"
+	code := "```\n" + strings.Repeat("line of code <here>\n", 600) + "```"
 	parts := SlackMessages("intro\n\n"+code, SlackMaxText)
 	if len(parts) < 3 {
 		t.Fatalf("%d parts", len(parts))
@@ -47,4 +47,3 @@ func TestSplitSlackKeepsCodeBlocksAndLimits(t *testing.T) {
 		t.Fatalf("single: %d characters", utf8.RuneCountInString(s))
 	}
 }
-
