@@ -222,9 +222,12 @@ func (s *Server) handler(t conch.Tool) mcp.ToolHandler {
 		}
 		if err != nil {
 			s.log.Error("mcp: tool failed", "tool", name, "conversation", key.String(), "token_id", ti.UserID, "err", err)
-			msg := conch.UserMessage(err)
-			if msg == "" || msg == err.Error() {
-				msg = "conch could not run " + name + ": " + s.opts.Redact(err.Error())
+			// The client holds a token of this conversation: it gets the
+			// failure itself (secrets taken out), not a generic excuse.
+			msg := "conch could not run " + name + ": " + s.opts.Redact(err.Error())
+			var ce *conch.Error
+			if errors.As(err, &ce) && ce.User != "" {
+				msg = "conch could not run " + name + ": " + s.opts.Redact(ce.User)
 			}
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
 		}
