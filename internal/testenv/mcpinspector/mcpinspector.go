@@ -65,6 +65,9 @@ func Get(t *testing.T) *Inspector {
 // exit is returned as err with standard error in it.
 func (i *Inspector) Run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, i.node, append([]string{i.entry}, args...)...)
+	// It finds its own package.json by a path relative to the working
+	// directory (../package.json), as when started from its build dir.
+	cmd.Dir = filepath.Dir(i.entry)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
