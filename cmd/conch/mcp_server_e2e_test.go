@@ -86,6 +86,36 @@ func issue(t *testing.T, env []string, args string) string {
 	return tok
 }
 
+// bridgeConnect starts `conch mcp serve` with args as a stdio MCP server
+// and connects the Go SDK's client to it, within 30 s.
+func bridgeConnect(t *testing.T, env []string, args string) (*mcp.ClientSession, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(env, "CONCH_TEST_ARGS="+args)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("conch %s stderr:\n%s", args, stderr)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "conch-e2e-stdio", Version: "1"}, nil)
+	return c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+}
+
+// bridgeSession is bridgeConnect that must succeed.
+func bridgeSession(t *testing.T, env []string, args string) *mcp.ClientSession {
+	t.Helper()
+	s, err := bridgeConnect(t, env, args)
+	if err != nil {
+		t.Fatalf("connect through `conch %s`: %v", args, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestMCPServer drives conch's MCP server end to end: the real conch up with
 // the SQLite store and Docker, two sessions of the Go SDK's client on one
 // token (a command, files, and one terminal seen from both), a token of
@@ -225,15 +255,7 @@ func TestMCPServer(t *testing.T) {
 	}
 
 	// The stdio bridge, as Claude Desktop would start it.
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(env, "CONCH_TEST_ARGS=mcp serve --conversation cli:work")
-	bridgeErr := &syncBuffer{}
-	cmd.Stderr = bridgeErr
-	c := mcp.NewClient(&mcp.Implementation{Name: "conch-e2e-stdio", Version: "1"}, nil)
-	bs, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatalf("connect through the bridge: %v", err)
-	}
+	bs := bridgeSession(t, env, "mcp serve --conversation cli:work")
 	if got := mustCall(t, bs, "bash", map[string]any{"command": "cat notes/hello.txt"}); !strings.Contains(got, "written over MCP") {
 		t.Fatalf("bash through the bridge: %q", got)
 	}
@@ -242,8 +264,18 @@ func TestMCPServer(t *testing.T) {
 		t.Fatalf("conch mcp tokens while the bridge runs:\n%s", listed)
 	}
 	if err := bs.Close(); err != nil {
-		t.Logf("close the bridge: %v (stderr %s)", err, bridgeErr)
+		t.Logf("close the bridge: %v", err)
 	}
+	// The bridge as on a laptop: a URL and a file holding the token.
+	tokFile := filepath.Join(dir, "mcp-token")
+	if err := os.WriteFile(tokFile, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	laptop := bridgeSession(t, env, "mcp serve --url "+url+" --token-file "+tokFile)
+	if got := mustCall(t, laptop, "read_file", map[string]any{"path": "notes/hello.txt"}); got != "written over MCP\n" {
+		t.Fatalf("read_file through the token-file bridge: %q", got)
+	}
+	laptop.Close()
 	listed, _, _ = conchRun(t, env, "mcp tokens --json")
 	var rows []struct {
 		ID, Conversation, Label string
@@ -294,6 +326,9 @@ func TestMCPServer(t *testing.T) {
 	defer ccancel()
 	if res, err := a.CallTool(cctx, &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true"}}); err == nil {
 		t.Fatalf("a revoked token still works: %+v", res)
+	}
+	if _, err := bridgeConnect(t, env, "mcp serve --url "+url+" --token-file "+tokFile); err == nil {
+		t.Fatal("the bridge got through with a revoked token")
 	}
 	if got := mustCall(t, o, "bash", map[string]any{"command": "true"}); !strings.Contains(got, "exit code 0") {
 		t.Fatalf("the other token after revoking one: %q", got)
