@@ -64,6 +64,9 @@ type Options struct {
 	Logger  *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RevokeCheck is how often a running call looks whether its token was
+	// revoked or expired meanwhile, and is stopped if so; 0 means a second.
+	RevokeCheck time.Duration
 }
 
 // Server is conch's MCP server.
@@ -92,6 +95,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Version == "" {
 		opts.Version = "dev"
+	}
+	if opts.RevokeCheck <= 0 {
+		opts.RevokeCheck = time.Second
 	}
 	s := &Server{opts: opts, log: opts.Logger, touched: map[string]time.Time{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "conch", Title: "conch: a conversation's computer", Version: opts.Version},
@@ -209,9 +215,19 @@ func (s *Server) handler(t conch.Tool) mcp.ToolHandler {
 			args = json.RawMessage("{}")
 		}
 		start := s.opts.Now()
+		ctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
+		go s.watchToken(ctx, stop, ti.UserID)
 		out, err := t.Run(ctx, env, args)
 		dur := s.opts.Now().Sub(start)
+		revoked := errors.Is(context.Cause(ctx), errRevoked)
+		if revoked {
+			out, err = conch.ToolFail("stopped: the token was revoked or expired during the call"), nil
+		}
 		detail := map[string]any{"tool": name, "token_id": ti.UserID, "duration_ms": dur.Milliseconds(), "is_error": err != nil || out.IsError}
+		if revoked {
+			detail["stopped"] = "token_revoked"
+		}
 		if err != nil {
 			detail["error"] = s.opts.Redact(err.Error())
 		}
@@ -236,6 +252,33 @@ func (s *Server) handler(t conch.Tool) mcp.ToolHandler {
 			res.Meta = mcp.Meta{"conch/exit_code": *out.ExitCode}
 		}
 		return res, nil
+	}
+}
+
+// errRevoked stops a call whose token was revoked or expired meanwhile.
+var errRevoked = errors.New("mcp token revoked")
+
+// watchToken stops a running call (stop) when its token is revoked or
+// expires, looking every RevokeCheck until ctx ends: a long command or
+// wait does not outlive its token. A failed lookup stops nothing.
+func (s *Server) watchToken(ctx context.Context, stop context.CancelCauseFunc, id string) {
+	tick := time.NewTicker(s.opts.RevokeCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rec, found, err := s.opts.Tokens.MCPToken(ctx, id)
+		if err != nil {
+			continue
+		}
+		if !found || rec.Expired(s.opts.Now()) {
+			s.log.Warn("mcp: a call stopped: its token was revoked or expired", "token_id", id)
+			stop(errRevoked)
+			return
+		}
 	}
 }
 

@@ -57,6 +57,23 @@ func (s *memTokens) TouchMCPToken(_ context.Context, id string, now time.Time) e
 	return nil
 }
 
+// sleepy runs until its call is stopped; started hears when it runs.
+type sleepy struct{ started chan struct{} }
+
+func (sleepy) Spec() conch.ToolSpec {
+	return conch.ToolSpec{Name: "sleepy", Description: "d", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (t sleepy) Run(ctx context.Context, _ conch.ToolEnv, _ json.RawMessage) (conch.ToolOutput, error) {
+	t.started <- struct{}{}
+	select {
+	case <-ctx.Done():
+		return conch.ToolOutput{}, ctx.Err()
+	case <-time.After(time.Minute):
+		return conch.ToolOK("slept"), nil
+	}
+}
+
 // whoami answers with the conversation it runs in; "fail" makes it a Go error.
 type whoami struct{}
 
@@ -220,5 +237,55 @@ func TestServerTokens(t *testing.T) {
 	}
 	if _, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "whoami", Arguments: map[string]any{}}); err == nil {
 		t.Error("a session on a revoked token went on working")
+	}
+}
+
+// A call in flight is stopped when its token is revoked meanwhile: a long
+// command does not outlive its token.
+func TestRevokeStopsACallInFlight(t *testing.T) {
+	store := &memTokens{m: map[string]conch.MCPToken{}}
+	audit := &auditRec{}
+	sl := sleepy{started: make(chan struct{}, 1)}
+	srv, err := New(Options{Tokens: store, Tools: []conch.Tool{sl}, Audit: audit, RevokeCheck: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	tok, rec, _ := NewToken(conch.ConversationKey{Channel: conch.ChannelCLI, ID: "w"}, "", time.Now(), time.Time{})
+	_ = store.CreateMCPToken(context.Background(), rec)
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: &http.Client{Transport: bearerRT{tok}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	type result struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "sleepy", Arguments: map[string]any{}})
+		done <- result{res, err}
+	}()
+	<-sl.started
+	_, _ = store.RevokeMCPToken(ctx, rec.ID)
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if got := r.res.Content[0].(*mcp.TextContent).Text; !r.res.IsError || !strings.Contains(got, "revoked") {
+			t.Fatalf("got %q (error %v), want a result saying the token was revoked", got, r.res.IsError)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call went on after its token was revoked")
+	}
+	audit.mu.Lock()
+	defer audit.mu.Unlock()
+	if len(audit.evs) != 1 || !strings.Contains(string(audit.evs[0].Detail), `"stopped":"token_revoked"`) {
+		t.Errorf("audit: %+v", audit.evs)
 	}
 }

@@ -318,9 +318,43 @@ func TestMCPServer(t *testing.T) {
 		t.Fatalf("audit trail: %d terminal_type calls of token %s, want 2 (and the issue):\n%s", calls, workID, audit)
 	}
 
-	// Revocation works at once: the next call of a live session is refused.
+	// Revocation works at once: a call in flight is stopped (its program
+	// killed), the next call of a live session is refused.
+	type callResult struct {
+		text  string
+		isErr bool
+		took  time.Duration
+	}
+	inFlight := make(chan callResult, 1)
+	go func() {
+		start := time.Now()
+		res, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "sh -c 'touch started; sleep 90'"}})
+		r := callResult{took: time.Since(start), isErr: true}
+		if err != nil {
+			r.text = err.Error()
+		} else if len(res.Content) > 0 {
+			r.text, r.isErr = res.Content[0].(*mcp.TextContent).Text, res.IsError
+		}
+		inFlight <- r
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, isErr := callText(t, b, "read_file", map[string]any{"path": "started"}); !isErr {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the long command never started")
+		}
+	}
 	if out, errOut, code := conchRun(t, env, "mcp token revoke "+workID); code != 0 || !strings.Contains(out, "Revoked") {
 		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
+	}
+	select {
+	case r := <-inFlight:
+		if !r.isErr || !strings.Contains(r.text, "revoked") || r.took > 60*time.Second {
+			t.Fatalf("the call in flight at revocation: %q (error %v) after %s, want it stopped", r.text, r.isErr, r.took)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a call in flight went on after its token was revoked")
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
