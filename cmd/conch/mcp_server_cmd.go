@@ -37,7 +37,7 @@ func mountMCP(d *deps) error {
 	case !c.Enabled || d.http == nil:
 		return nil
 	case d.runtime == nil:
-		d.log.Warn("mcp.serve: no container engine, so there is no computer to serve: " + mcpserver.Path + " is not served")
+		d.log.Info("mcp.serve: no container engine, so there is no computer to serve: " + mcpserver.Path + " is not served")
 		return nil
 	}
 	tools := append(computerTools(d), &tool.TerminalRead{P: d.terminals})
