@@ -195,7 +195,7 @@ MCP endpoint: %s (streamable HTTP, header "Authorization: Bearer <token>")
 			})
 		},
 	}
-	cmd.Flags().StringVar(&label, "label", "", "what the token is for, shown by `conch mcp tokens`")
+	cmd.Flags().StringVar(&label, "label", "", "what the token is for (shown in the list of tokens)")
 	cmd.Flags().DurationVar(&expires, "expires", 0, "how long the token works, e.g. 720h (default mcp.serve.token_ttl; 0: until revoked)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the token and its details as JSON")
 	revoke := &cobra.Command{
@@ -314,7 +314,7 @@ output, logs on standard error.
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if (conversation == "") == (tokenFile == "") {
-				return errors.New("give --conversation (on conch's machine) or --token-file (anywhere), not both")
+				return errors.New("give one of --conversation (on conch's machine) or --token-file (anywhere)")
 			}
 			cfg, err := a.loadOperatorConfig()
 			if err != nil {
@@ -365,7 +365,7 @@ output, logs on standard error.
 	}
 	cmd.Flags().StringVar(&conversation, "conversation", "", "conversation key channel:id (on conch's machine: a token is issued for the bridge)")
 	cmd.Flags().StringVar(&url, "url", "", "conch's MCP endpoint (default: "+mcpserver.Path+" on gateway.listen or web.public_url)")
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding a token of `conch mcp token`")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding a token (from conch mcp token)")
 	return cmd
 }
 
