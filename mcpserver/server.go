@@ -209,7 +209,7 @@ func (s *Server) handler(t conch.Tool) mcp.ToolHandler {
 			// Unreachable behind Handler: every request carries a token.
 			return nil, errors.New("conch MCP: the request carries no conversation token")
 		}
-		env := conch.ToolEnv{Conversation: key, Sandboxes: s.opts.Sandboxes, Progress: progress(ctx, req)}
+		env := conch.ToolEnv{Conversation: key, Sandboxes: s.opts.Sandboxes, Progress: progress(ctx, req, s.opts.Redact)}
 		args := req.Params.Arguments
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
@@ -291,9 +291,10 @@ func conversationOf(ti *auth.TokenInfo) (conch.ConversationKey, bool) {
 	return key, ok && !key.IsZero()
 }
 
-// progress turns a tool's progress lines into MCP progress notifications
-// when the client asked for them (a progress token), else drops them.
-func progress(ctx context.Context, req *mcp.CallToolRequest) func(string) {
+// progress turns a tool's progress lines (redacted) into MCP progress
+// notifications when the client asked for them (a progress token), else
+// drops them.
+func progress(ctx context.Context, req *mcp.CallToolRequest, redact func(string) string) func(string) {
 	tok := req.Params.GetProgressToken()
 	if tok == nil || req.Session == nil {
 		return nil
@@ -305,6 +306,6 @@ func progress(ctx context.Context, req *mcp.CallToolRequest) func(string) {
 		n++
 		p := n
 		mu.Unlock()
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p, Message: text})
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: p, Message: redact(text)})
 	}
 }
