@@ -125,6 +125,7 @@ var modulePackages = map[string]struct {
 	"conch/search":               {layerConcrete, nil},
 	"conch/obs":                  {layerConcrete, nil},
 	"conch/obs/metrics":          {layerConcrete, nil},
+	"conch/mcpserver":            {layerConcrete, nil},
 
 	"conch/cmd/conch": {layerWiring, nil},
 }

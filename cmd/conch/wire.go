@@ -353,13 +353,7 @@ func tools(d *deps) ([]conch.Tool, error) {
 	if d.sched != nil {
 		ts = append(ts, &tool.Watch{S: d.sched, P: d.terminals})
 	}
-	tc := d.cfg.Tools
-	files := tool.FilesOptions{Auditor: d.audit}
-	ts = append(ts,
-		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
-		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
-	)
-	ts = append(ts, tool.TerminalTools(d.terminals)...)
+	ts = append(ts, computerTools(d)...)
 	sf, err := sendFileTool(d)
 	if err != nil {
 		return nil, err
@@ -374,6 +368,19 @@ func tools(d *deps) ([]conch.Tool, error) {
 		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co})...)
 	}
 	return ts, nil
+}
+
+// computerTools are the tools that work in a conversation's computer: a
+// command, the files, the terminals. The agent has them, and conch's MCP
+// server offers them (mcp_server_cmd.go).
+func computerTools(d *deps) []conch.Tool {
+	tc := d.cfg.Tools
+	files := tool.FilesOptions{Auditor: d.audit}
+	ts := []conch.Tool{
+		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
+		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
+	}
+	return append(ts, tool.TerminalTools(d.terminals)...)
 }
 
 // startTerminals creates the per-conversation terminal managers over the
