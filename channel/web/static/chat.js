@@ -153,7 +153,10 @@ function onFrame(f) {
     case "history":
       $("messages").replaceChildren();
       state.turns = {};
-      for (const m of f.messages) addMessage(m.role, m.text, m.html);
+      for (const m of f.messages) {
+        const b = addMessage(m.role, m.text, m.html);
+        if (m.role === "assistant" && m.attachments) addFiles(b, m.attachments);
+      }
       state.lastSeq = f.seq;
       purgeOutbox(state.current);
       for (const m of outbox(state.current)) addPending(m);
