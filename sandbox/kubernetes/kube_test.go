@@ -90,6 +90,11 @@ func TestKubernetes(t *testing.T) {
 		if err != nil || string(b) != "kept" {
 			t.Fatalf("ReadFile = %q, %v", b, err)
 		}
+		if wr, ok := sb.(conch.WorkspaceReader); !ok {
+			t.Fatal("no WorkspaceReader: send_file would refuse")
+		} else if b, err := wr.ReadWorkspaceFile(ctx, "notes/a.txt", 1<<20); err != nil || string(b) != "kept" {
+			t.Fatalf("ReadWorkspaceFile = %q, %v", b, err)
+		}
 		fs, err := sb.ListFiles(ctx, "/workspace/notes")
 		if err != nil || len(fs) != 1 || fs[0].Name != "a.txt" {
 			t.Fatalf("ListFiles = %+v, %v", fs, err)

@@ -20,7 +20,10 @@ type podSandbox struct {
 	id  string
 }
 
-var _ conch.Sandbox = (*podSandbox)(nil)
+var (
+	_ conch.Sandbox         = (*podSandbox)(nil)
+	_ conch.WorkspaceReader = (*podSandbox)(nil)
+)
 
 // ID is the pod's uid when it was handed out.
 func (s *podSandbox) ID() string { return s.id }
@@ -96,4 +99,15 @@ func (s *podSandbox) ListFiles(ctx context.Context, path string) ([]conch.FileIn
 		return err
 	})
 	return fs, err
+}
+
+// ReadWorkspaceFile implements conch.WorkspaceReader through the agent (no
+// link followed, regular files only): send_file works as on Docker.
+func (s *podSandbox) ReadWorkspaceFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	var b []byte
+	err := s.do(ctx, func(c *sandboxd.Client) (err error) {
+		b, err = c.ReadWorkspaceFile(ctx, path, limit)
+		return err
+	})
+	return b, err
 }
