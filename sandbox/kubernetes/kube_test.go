@@ -16,7 +16,9 @@ import (
 	"conch/internal/testenv/kube"
 	"conch/sandbox/kubernetes"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -251,6 +253,40 @@ func TestKubernetes(t *testing.T) {
 		}
 		if err := idleRT.Remove(ctx, k); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("deploy manifests", func(t *testing.T) {
+		// deploy/kubernetes as the API server takes it (validation and
+		// admission, dry run): the namespace's own labels are already in
+		// force (Pod Security restricted, which every sandbox pod above met).
+		dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+		for _, f := range []string{"serviceaccount.yaml", "rolebinding.yaml", "pvc.yaml", "deployment.yaml", "service.yaml"} {
+			var err error
+			switch o := kube.Manifest(t, f).(type) {
+			case *corev1.ServiceAccount:
+				_, err = e.Client.CoreV1().ServiceAccounts(ns).Create(ctx, o, dry)
+			case *rbacv1.RoleBinding:
+				_, err = e.Client.RbacV1().RoleBindings(ns).Create(ctx, o, dry)
+			case *corev1.PersistentVolumeClaim:
+				_, err = e.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, o, dry)
+			case *appsv1.Deployment:
+				_, err = e.Client.AppsV1().Deployments(ns).Create(ctx, o, dry)
+				if o.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType || *o.Spec.Replicas != 1 {
+					t.Errorf("deployment: strategy %s, replicas %d; want Recreate and one", o.Spec.Strategy.Type, *o.Spec.Replicas)
+				}
+			case *corev1.Service:
+				_, err = e.Client.CoreV1().Services(ns).Create(ctx, o, dry)
+			default:
+				t.Fatalf("%s: unexpected %T", f, o)
+			}
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+		}
+		got, err := e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil || got.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+			t.Fatalf("namespace labels %v, %v", got.Labels, err)
 		}
 	})
 

@@ -140,8 +140,15 @@ func (c *Cluster) waitReady(tb testing.TB, exited <-chan struct{}) {
 // controller-manager runs to make it).
 func (c *Cluster) Namespace(tb testing.TB, name string) {
 	tb.Helper()
+	c.NamespaceFrom(tb, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
+// NamespaceFrom creates ns (labels and all) with its default service account.
+func (c *Cluster) NamespaceFrom(tb testing.TB, ns *corev1.Namespace) {
+	tb.Helper()
 	ctx := context.Background()
-	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	name := ns.Name
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatal(err)
 	}

@@ -6,13 +6,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"testing"
 
 	"conch/internal/testenv/engine"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -43,7 +45,13 @@ func Sandboxes(t testing.TB) *Env {
 	eng := engine.Docker(t)
 	c := Start(t)
 	const ns = "conch"
-	c.Namespace(t, ns)
+	// The namespace of deploy/kubernetes/namespace.yaml: Pod Security
+	// "restricted" enforced, so every sandbox pod of the tests passes it.
+	nsObj := Manifest(t, "namespace.yaml").(*corev1.Namespace)
+	if nsObj.Name != ns {
+		t.Fatalf("namespace.yaml names %s", nsObj.Name)
+	}
+	c.NamespaceFrom(t, nsObj)
 	e := &Env{Cluster: c, Engine: eng, Namespace: ns,
 		AgentImage: AgentImage(t, eng, engine.SandboxdBinary(t))}
 	e.Node = c.StartNode(t, eng, map[string]string{SandboxImage: eng.Image})
@@ -57,21 +65,29 @@ func Sandboxes(t testing.TB) *Env {
 // the file: the manifest is what is tested) once, and binds it to user.
 func (e *Env) BindRole(t testing.TB, user string) {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "kubernetes", "role.yaml"))
-	must(t, err)
-	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
-	must(t, err)
-	role := obj.(*rbacv1.Role)
+	role := Manifest(t, "role.yaml").(*rbacv1.Role)
 	ctx := context.Background()
 	if _, err := e.Client.RbacV1().Roles(e.Namespace).Get(ctx, role.Name, metav1.GetOptions{}); err != nil {
 		_, err = e.Client.RbacV1().Roles(e.Namespace).Create(ctx, role, metav1.CreateOptions{})
 		must(t, err)
 	}
-	_, err = e.Client.RbacV1().RoleBindings(e.Namespace).Create(ctx, &rbacv1.RoleBinding{
+	_, err := e.Client.RbacV1().RoleBindings(e.Namespace).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name + "-" + user},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
 	}, metav1.CreateOptions{})
 	must(t, err)
+}
+
+// Manifest decodes deploy/kubernetes/<name>.
+func Manifest(t testing.TB, name string) runtime.Object {
+	t.Helper()
+	_, file, _, _ := goruntime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "kubernetes", name))
+	must(t, err)
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(b, nil, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return obj
 }
