@@ -62,3 +62,19 @@ tolerations = [{ key = "sandboxes", operator = "Exists", effect = "NoSchedule" }
 		t.Fatalf("default backend %q", d)
 	}
 }
+
+// The configuration deploy/kubernetes ships is valid as it stands.
+func TestDeployKubernetesConfig(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Load(filepath.Join("..", "deploy", "kubernetes", "conch.toml"),
+		[]string{"HOME=" + dir, "CONCH_DATA_DIR=" + dir, "CONCH_MODEL_API_KEY=k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox.BackendName() != BackendKubernetes || c.Gateway.Listen != "0.0.0.0:8080" {
+		t.Fatalf("backend %s, listen %s", c.Sandbox.BackendName(), c.Gateway.Listen)
+	}
+}
