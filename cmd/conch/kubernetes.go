@@ -125,6 +125,6 @@ func (a *app) doctorKubernetes(ctx context.Context, cfg *config.Config, check fu
 		return
 	}
 	defer rt.Close()
-	check("kubernetes", nil, fmt.Sprintf("API server %s answers; namespace %s", rt.Engine(), rt.Namespace()))
+	check("kubernetes", nil, fmt.Sprintf("API server %s answers; namespace %s", rt.ServerVersion(), rt.Namespace()))
 	check("kubernetes permissions", kubernetes.CheckAccess(ctx, o), "every permission of deploy/kubernetes/role.yaml is granted")
 }

@@ -137,6 +137,9 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 // Engine names the backend and the API server's version.
 func (r *Runtime) Engine() string { return "kubernetes " + r.version }
 
+// ServerVersion is the API server's version (v1.37.2).
+func (r *Runtime) ServerVersion() string { return r.version }
+
 // Namespace is where the sandboxes live.
 func (r *Runtime) Namespace() string { return r.ns }
 
