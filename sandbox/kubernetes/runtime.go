@@ -555,9 +555,15 @@ func (r *Runtime) Close() error {
 	}
 	r.mu.Unlock()
 	for _, b := range bs {
-		b.lock <- struct{}{}
-		b.closeClient()
-		b.unlock()
+		select {
+		case b.lock <- struct{}{}:
+			b.closeClient()
+			b.unlock()
+		case <-time.After(5 * time.Second):
+			// A pod still starting for a caller: its stream, if it gets one,
+			// ends with the process.
+			r.opts.Logger.Warn("sandbox runtime closed while a pod was starting", "pod", b.name)
+		}
 	}
 	return nil
 }
