@@ -89,6 +89,7 @@ var modulePackages = map[string]struct {
 	"conch/internal/flock":            {layerLeaf, nil},
 	"conch/netpolicy":                 {layerLeaf, nil},
 	"conch/llm":                       {layerLeaf, nil},
+	"conch/media":                     {layerLeaf, nil},
 
 	"conch/config": {layerConfig, nil},
 
