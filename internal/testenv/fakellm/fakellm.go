@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -241,6 +242,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			req.APIKey = r.URL.Query().Get("key")
 		}
 		err = decodeGemini(body, &req)
+	}
+	if me := (*mediaError)(nil); errors.As(err, &me) {
+		// Refused media: the API's own 400 and words; the request is
+		// recorded (a test asserts on it) and takes no scripted reply.
+		s.mu.Lock()
+		if s.record {
+			s.requests = append(s.requests, req)
+		}
+		s.mu.Unlock()
+		s.writeError(w, &req, Error(http.StatusBadRequest, me.msg).Code(me.code))
+		return
 	}
 	if err != nil {
 		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: cannot decode the request: "+err.Error()))
