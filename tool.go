@@ -21,6 +21,9 @@ type ToolOutput struct {
 	IsError bool
 	// ExitCode is the exit status of the program a tool ran, if it ran one.
 	ExitCode *int
+	// Images are pictures for the model to look at (view_image), ready to
+	// send (PNG, JPEG, GIF or WebP within every provider's limits).
+	Images []Image
 }
 
 // ToolEnv is everything a tool may use, passed explicitly.

@@ -62,7 +62,7 @@ func estimateMessage(m conch.Message) int {
 	if r := m.ToolResult; r != nil {
 		n += len(r.CallID) + len(r.Name) + len(r.Content)
 	}
-	return (n+bytesPerToken-1)/bytesPerToken + messageOverhead
+	return (n+bytesPerToken-1)/bytesPerToken + messageOverhead + imageCount(m)*imageTokens
 }
 
 func estimateMessages(ms []conch.Message) int {

@@ -57,6 +57,9 @@ type Server struct {
 	requests []Request
 	count    int
 	changed  chan struct{} // closed and replaced whenever count grows
+
+	transcriber    func(Transcription) (string, error)
+	transcriptions []Transcription
 }
 
 // Option configures a Server.
@@ -209,6 +212,10 @@ func route(r *http.Request) (p Provider, model string, stream, ok bool) {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/audio/transcriptions" {
+		s.serveTranscription(w, r)
+		return
+	}
 	p, model, stream, ok := route(r)
 	if !ok {
 		s.writeJSON(w, http.StatusNotFound, nil, map[string]any{"error": map[string]any{
