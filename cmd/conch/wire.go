@@ -303,6 +303,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	if h := d.hooks(); h != nil {
 		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
 	}
+	wireMediaAgent(d, &opts)
 	return agent.New(opts)
 }
 
@@ -330,6 +331,9 @@ func configSecrets(cfg *config.Config, log *slog.Logger) []string {
 	for _, f := range cfg.Model.Fallbacks {
 		secrets = append(secrets, f.APIKey)
 	}
+	if v := cfg.Voice; v.LoadSecrets() == nil {
+		secrets = append(secrets, v.APIKey)
+	}
 	return secrets
 }
 
@@ -355,6 +359,7 @@ func tools(d *deps) ([]conch.Tool, error) {
 	ts = append(ts,
 		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
 		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
+		tool.NewViewImage(),
 	)
 	ts = append(ts, tool.TerminalTools(d.terminals)...)
 	if d.cfg.Coder.Agent != "" {
@@ -480,6 +485,9 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 	}
 	if h := d.hooks(); h != nil {
 		opts.Hooks = h
+	}
+	if err := wireMediaGateway(d, &opts); err != nil {
+		return nil, err
 	}
 	return gateway.New(opts)
 }
