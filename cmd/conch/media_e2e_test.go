@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"conch/internal/testenv"
+	"conch/internal/testenv/fakellm"
+	tgfake "conch/internal/testenv/telegram"
+	"conch/media/mediatest"
+)
+
+// mediaEnv is telegramEnv with pictures seen by the test model and voice
+// transcribed by the fake's OpenAI-compatible endpoint.
+func mediaEnv(t *testing.T, llm *fakellm.Server, tg *tgfake.Server, dir string, allow string) []string {
+	cfg := filepath.Join(dir, "config", "conch")
+	if err := os.MkdirAll(cfg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "conch.toml"), []byte("[media]\nvision = { \"test-model\" = true }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return append(telegramEnv(t, llm, tg, dir, allow),
+		"CONCH_VOICE_PROVIDER=openai",
+		"CONCH_VOICE_BASE_URL="+llm.BaseURL(fakellm.OpenAI),
+		"CONCH_VOICE_API_KEY=voice-test-key",
+	)
+}
+
+// TestUpTelegramMedia runs the real binary against the Bot API fake and
+// the fake model: a photo reaches the model as an image part (turned
+// upright, its location gone), a voice note is transcribed, shown to the
+// person and answered, and malicious files (a truncated PNG, an image
+// bomb, a 300 MB voice note) get clear words while their messages are
+// answered once each.
+func TestUpTelegramMedia(t *testing.T) {
+	testenv.Short(t)
+	llm := fakellm.New(t)
+	tg := tgfake.Start(t)
+	alice := tgfake.Person(4242, "alice", "Alice")
+	chat := tgfake.PrivateChat(alice)
+	p := startConch(t, mediaEnv(t, llm, tg, t.TempDir(), "4242"), "up")
+	p.waitStderr(t, "telegram polling")
+
+	// 1. A photo, stored sideways with a location in its EXIF block.
+	llm.Push(fakellm.Text("A red and blue picture."))
+	tg.SendPhoto(alice, chat, mediatest.Photo(400, 200, 6), "what is this?")
+	tg.WaitMessages(t, alice.ID, 1, 30*time.Second)
+	req, _ := llm.Last()
+	ims := req.Messages[len(req.Messages)-1].Images
+	if len(ims) != 1 || ims[0].MediaType != "image/jpeg" || ims[0].Width != 200 || ims[0].Height != 400 {
+		t.Fatalf("the model got %d pictures (%+v), want one upright 200×400 JPEG; stderr:\n%s", len(ims), ims, p.stderr)
+	}
+	if bytes.Contains(ims[0].Data, []byte("Exif")) || bytes.Contains(ims[0].Data, []byte(mediatest.Location)) {
+		t.Fatal("the picture sent to the model still holds its EXIF block and location")
+	}
+	if !strings.Contains(req.LastUserText(), "what is this?") {
+		t.Fatalf("user text %q", req.LastUserText())
+	}
+
+	// 2. A voice note: transcribed, the person sees what was heard, the
+	// model reads it, and the answer follows.
+	llm.Push(fakellm.Text("It is noon."))
+	tg.SendVoice(alice, chat, mediatest.Voice("what time is it"), 2, 0)
+	msgs := tg.WaitMessages(t, alice.ID, 3, 30*time.Second)
+	if !strings.Contains(msgs[1].Text, "I heard: “what time is it”") || msgs[2].Text != "It is noon." {
+		t.Fatalf("after the voice note: %q then %q", msgs[1].Text, msgs[2].Text)
+	}
+	if tr := llm.Transcriptions(); len(tr) != 1 || tr[0].Model != "whisper-1" || !strings.HasSuffix(tr[0].Name, ".ogg") {
+		t.Fatalf("transcriptions: %+v", tr)
+	}
+	req, _ = llm.Last()
+	if !strings.Contains(req.LastUserText(), `transcribed: "what time is it"`) {
+		t.Fatalf("the model read %q", req.LastUserText())
+	}
+
+	// 3. Malicious files: each message is answered once; the person and
+	// the model are told what was wrong.
+	good := mediatest.PNG(64, 64)
+	llm.Push(fakellm.Text("ok 1"), fakellm.Text("ok 2"), fakellm.Text("ok 3"))
+	tg.SendDocument(alice, chat, "half.png", "image/png", good[:len(good)/2], "truncated")
+	msgs = tg.WaitMessages(t, alice.ID, 5, 30*time.Second)
+	tg.SendDocument(alice, chat, "bomb.png", "image/png", mediatest.Bomb(100000, 100000), "bomb")
+	msgs = tg.WaitMessages(t, alice.ID, 7, 30*time.Second)
+	tg.SendVoice(alice, chat, mediatest.Voice("too long"), 18000, 300<<20)
+	msgs = tg.WaitMessages(t, alice.ID, 8, 30*time.Second)
+	want := []string{"damaged or truncated", "ok 1", "image bomb", "ok 2", "ok 3"}
+	for i, w := range want {
+		if !strings.Contains(msgs[3+i].Text, w) {
+			t.Errorf("message %d: %q, want %q", 3+i, msgs[3+i].Text, w)
+		}
+	}
+	req, _ = llm.Last()
+	if !strings.Contains(req.LastUserText(), "was not received: larger than") {
+		t.Errorf("the model read %q", req.LastUserText())
+	}
+	// The photo is four turns old: it left the context, named instead.
+	if n := len(req.Images()); n != 0 || !strings.Contains(req.Messages[0].Text, "no longer in view; call view_image") {
+		t.Errorf("the last request has %d pictures and begins %q; want the old photo named, not sent", n, req.Messages[0].Text)
+	}
+	if n := llm.Count(); n != 5 {
+		t.Errorf("the model was asked %d times, want 5 (one per message)", n)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := len(tg.Messages(alice.ID)); n != 8 {
+		t.Errorf("%d messages to alice, want 8: %+v", n, tg.Messages(alice.ID))
+	}
+}
