@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"conch/internal/testenv"
 	"conch/internal/testenv/fakellm"
+	testmail "conch/internal/testenv/mail"
 	tgfake "conch/internal/testenv/telegram"
 	"conch/media/mediatest"
 )
@@ -108,5 +110,70 @@ func TestUpTelegramMedia(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if n := len(tg.Messages(alice.ID)); n != 8 {
 		t.Errorf("%d messages to alice, want 8: %+v", n, tg.Messages(alice.ID))
+	}
+}
+
+// attachmentMail is a multipart mail with a text part and files.
+func attachmentMail(from, to, subject, id, body string, files ...[3]string) []byte {
+	var b strings.Builder
+	b.WriteString("From: " + from + "\r\nTo: " + to + "\r\nSubject: " + subject + "\r\nMessage-ID: <" + id + ">\r\nDate: " +
+		time.Now().Format(time.RFC1123Z) + "\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n")
+	b.WriteString("--b1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" + body + "\r\n")
+	for _, f := range files { // name, media type, content
+		enc := base64.StdEncoding.EncodeToString([]byte(f[2]))
+		b.WriteString("--b1\r\nContent-Type: " + f[1] + "; name=\"" + f[0] + "\"\r\nContent-Disposition: attachment; filename=\"" + f[0] +
+			"\"\r\nContent-Transfer-Encoding: base64\r\n\r\n")
+		for len(enc) > 76 {
+			b.WriteString(enc[:76] + "\r\n")
+			enc = enc[76:]
+		}
+		b.WriteString(enc + "\r\n")
+	}
+	b.WriteString("--b1--\r\n")
+	return []byte(b.String())
+}
+
+// TestUpEmailMedia: a mail through real postfix and dovecot with a photo
+// and a voice recording attached: the model sees the photo as an image
+// part and reads the transcript; the person gets what was heard by mail.
+func TestUpEmailMedia(t *testing.T) {
+	testenv.Short(t)
+	ms := testmail.Start(t)
+	conchUser, alice := ms.AddUser(t, "conch"), ms.AddUser(t, "alice")
+	llm := fakellm.New(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config", "conch")
+	if err := os.MkdirAll(cfg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "conch.toml"), []byte("[media]\nvision = { \"test-model\" = true }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(testEnv(llm, fakellm.OpenAI, dir), "CONCH_GATEWAY_LISTEN=",
+		"CONCH_VOICE_PROVIDER=openai", "CONCH_VOICE_BASE_URL="+llm.BaseURL(fakellm.OpenAI))
+	env = append(env, emailEnv(ms, conchUser, alice)...)
+	llm.Push(fakellm.Text("A red and blue card; the lights are on."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "email: watching mailbox")
+	ms.MustSend(t, alice.Address, []string{conchUser.Address}, attachmentMail("Alice <"+alice.Address+">", conchUser.Address, "Card", "card@example.test",
+		"See the card and my note.",
+		[3]string{"card.jpg", "image/jpeg", string(mediatest.Photo(300, 100, 8))},
+		[3]string{"note.ogg", "audio/ogg", string(mediatest.Voice("turn on the lights"))}))
+	msgs := ms.MustWait(t, alice, 2, 60*time.Second)
+	var heard, answered bool
+	for _, m := range msgs {
+		heard = heard || strings.Contains(string(m.Raw), "I heard")
+		answered = answered || strings.Contains(string(m.Raw), "the lights are on")
+	}
+	if !heard || !answered {
+		t.Fatalf("alice got %d mails (heard %v, answered %v); stderr:\n%s", len(msgs), heard, answered, p.stderr)
+	}
+	req, _ := llm.Last()
+	ims := req.Images()
+	if len(ims) != 1 || ims[0].Width != 100 || ims[0].Height != 300 || bytes.Contains(ims[0].Data, []byte(mediatest.Location)) {
+		t.Fatalf("the model got pictures %+v, want the card upright (100×300) without its location", ims)
+	}
+	if text := req.LastUserText(); !strings.Contains(text, `transcribed: "turn on the lights"`) || !strings.Contains(text, "See the card") {
+		t.Fatalf("the model read %q", text)
 	}
 }
