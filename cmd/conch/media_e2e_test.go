@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"conch/internal/testenv"
+	"conch/internal/testenv/browser"
 	"conch/internal/testenv/fakellm"
 	testmail "conch/internal/testenv/mail"
 	tgfake "conch/internal/testenv/telegram"
@@ -175,5 +179,92 @@ func TestUpEmailMedia(t *testing.T) {
 	}
 	if text := req.LastUserText(); !strings.Contains(text, `transcribed: "turn on the lights"`) || !strings.Contains(text, "See the card") {
 		t.Fatalf("the model read %q", text)
+	}
+}
+
+// TestWebChatMedia: in headless Chromium against the real binary, a
+// picture pasted into the chat and one dropped on it reach the model as
+// image parts, and the record button (Chromium's fake microphone) sends a
+// recording that is transcribed, shown and answered.
+func TestWebChatMedia(t *testing.T) {
+	testenv.Short(t)
+	b := browser.Start(t)
+	llm := fakellm.New(t)
+	llm.Transcribe(func(tr fakellm.Transcription) (string, error) {
+		if !strings.HasSuffix(tr.Name, ".webm") && !strings.HasSuffix(tr.Name, ".ogg") {
+			return "", fmt.Errorf("unexpected recording %q", tr.Name)
+		}
+		return "hello from the microphone", nil
+	})
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cfg := filepath.Join(dir, "config", "conch")
+	if err := os.MkdirAll(cfg, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "conch.toml"), []byte("[media]\nvision = { \"test-model\" = true }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(testEnv(llm, fakellm.OpenAI, dir), "CONCH_GATEWAY_LISTEN="+addr,
+		"CONCH_VOICE_PROVIDER=openai", "CONCH_VOICE_BASE_URL="+llm.BaseURL(fakellm.OpenAI))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "Web chat: open http://"+addr+"/login?token=")
+
+	ctx := b.Context()
+	browser.Run(t, ctx, "login", chromedp.Navigate(webURL(t, env)), chromedp.WaitVisible(`#conn.connected`, chromedp.ByQuery))
+
+	// 1. Paste a screenshot into the text box, then type and send.
+	llm.Push(fakellm.Text("A red and blue screenshot."))
+	fileJS := func(data []byte, name, typ string) string {
+		return fmt.Sprintf(`(() => { const b = Uint8Array.from(atob(%q), (c) => c.charCodeAt(0)); const dt = new DataTransfer();
+			dt.items.add(new File([b], %q, { type: %q })); return dt; })()`, base64.StdEncoding.EncodeToString(data), name, typ)
+	}
+	var ok bool
+	browser.Run(t, ctx, "paste",
+		chromedp.Evaluate(`document.getElementById("input").dispatchEvent(new ClipboardEvent("paste", { clipboardData: `+
+			fileJS(mediatest.PNG(64, 48), "shot.png", "image/png")+`, bubbles: true, cancelable: true })) || true`, &ok),
+		chromedp.WaitVisible(`//div[@id="attachments"]/span[contains(., "shot.png")]`, chromedp.BySearch),
+		chromedp.SendKeys("#input", "what is on my screen?", chromedp.ByID),
+		enter(),
+		chromedp.WaitVisible(`//div[contains(@class,"assistant")][contains(., "red and blue screenshot")]`, chromedp.BySearch),
+	)
+	req, _ := llm.Last()
+	if ims := req.Images(); len(ims) != 1 || ims[0].MediaType != "image/png" || ims[0].Width != 64 || ims[0].Height != 48 ||
+		!strings.Contains(req.LastUserText(), "what is on my screen?") {
+		t.Fatalf("after the paste the model got %d pictures %+v and %q; stderr:\n%s", len(ims), ims, req.LastUserText(), p.stderr)
+	}
+
+	// 2. Drop a photo on the chat and send it without text.
+	llm.Push(fakellm.Text("A photo, upright."))
+	browser.Run(t, ctx, "drop",
+		chromedp.Evaluate(`document.querySelector("main").dispatchEvent(new DragEvent("drop", { dataTransfer: `+
+			fileJS(mediatest.Photo(120, 60, 6), "photo.jpg", "image/jpeg")+`, bubbles: true, cancelable: true })) || true`, &ok),
+		chromedp.WaitVisible(`//div[@id="attachments"]/span[contains(., "photo.jpg")]`, chromedp.BySearch),
+		chromedp.Click("#send", chromedp.ByID),
+		chromedp.WaitVisible(`//div[contains(@class,"assistant")][contains(., "A photo, upright.")]`, chromedp.BySearch),
+	)
+	req, _ = llm.Last()
+	last := req.Messages[len(req.Messages)-1]
+	if len(last.Images) != 1 || last.Images[0].Width != 60 || last.Images[0].Height != 120 {
+		t.Fatalf("after the drop the model got %+v", last.Images)
+	}
+
+	// 3. Record a voice message with the fake microphone.
+	llm.Push(fakellm.Text("Hello to you too."))
+	browser.Run(t, ctx, "record",
+		chromedp.Click("#record", chromedp.ByID),
+		chromedp.WaitVisible(`#record.recording`, chromedp.ByQuery),
+		chromedp.Sleep(1500*time.Millisecond),
+		chromedp.Click("#record", chromedp.ByID),
+		chromedp.WaitVisible(`//div[contains(@class,"notice")][contains(., "hello from the microphone")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//div[contains(@class,"assistant")][contains(., "Hello to you too.")]`, chromedp.BySearch),
+	)
+	browser.Screenshot(t, ctx, "web-chat-media")
+	if tr := llm.Transcriptions(); len(tr) != 1 || len(tr[0].Data) < 100 {
+		t.Fatalf("transcriptions %+v", tr)
+	}
+	req, _ = llm.Last()
+	if !strings.Contains(req.LastUserText(), `transcribed: "hello from the microphone"`) {
+		t.Fatalf("the model read %q", req.LastUserText())
 	}
 }

@@ -46,13 +46,6 @@ type oaiRequest struct {
 	} `json:"stream_options"`
 }
 
-// oaiText reads content that is a string, null, or an array of parts of
-// which the text parts count.
-func oaiText(raw json.RawMessage) (string, error) {
-	text, _, err := oaiContent(raw, "")
-	return text, err
-}
-
 // oaiContent reads content that is a string, null, or an array of parts:
 // the text parts joined, and the image_url parts decoded and checked as
 // the API does (where names the message in errors).
