@@ -22,8 +22,9 @@ func (m MediaConfig) VisionOverride(model string) (vision, set bool) {
 
 // VoiceConfig configures transcription of received voice and audio.
 type VoiceConfig struct {
-	// Provider is "" (voice stays a file) or "openai": an OpenAI-compatible
-	// POST …/audio/transcriptions (OpenAI, or a self-hosted Whisper server).
+	// Provider is "" (voice stays a file), "openai": an OpenAI-compatible
+	// POST …/audio/transcriptions (OpenAI, or a self-hosted Whisper server),
+	// or "gemini": Gemini's audio input (model e.g. gemini-2.5-flash).
 	Provider   string `toml:"provider" env:"PROVIDER"`
 	BaseURL    string `toml:"base_url" env:"BASE_URL"`
 	APIKey     string `toml:"api_key" env:"API_KEY"`
@@ -60,8 +61,15 @@ func (v VoiceConfig) validate() []Problem {
 	case "":
 		return nil
 	case "openai":
+	case "gemini":
+		if !strings.HasPrefix(v.Model, "gemini") {
+			ps = append(ps, Problem{"voice.model", fmt.Sprintf("%q is not a Gemini model", v.Model), "set [voice] model to a Gemini model that takes audio, e.g. gemini-2.5-flash"})
+		}
+		if v.APIKey == "" && v.APIKeyFile == "" {
+			ps = append(ps, Problem{"voice.api_key", "Gemini needs an API key", "set CONCH_VOICE_API_KEY or [voice] api_key_file"})
+		}
 	default:
-		ps = append(ps, Problem{"voice.provider", fmt.Sprintf("unknown transcription provider %q", v.Provider), "use openai (any OpenAI-compatible transcription endpoint, self-hosted Whisper servers included) or leave it empty"})
+		ps = append(ps, Problem{"voice.provider", fmt.Sprintf("unknown transcription provider %q", v.Provider), "use openai (any OpenAI-compatible transcription endpoint, self-hosted Whisper servers included), gemini, or leave it empty"})
 	}
 	if v.BaseURL != "" {
 		if u, err := url.Parse(v.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

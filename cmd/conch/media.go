@@ -6,6 +6,7 @@ import (
 	"conch/config"
 	"conch/gateway"
 	"conch/llm"
+	"conch/llm/gemini"
 	"conch/llm/openai"
 	"conch/media"
 )
@@ -57,6 +58,9 @@ func wireMediaGateway(d *deps, opts *gateway.Options) error {
 func newTranscriber(v config.VoiceConfig) (conch.Transcriber, error) {
 	if err := v.LoadSecrets(); err != nil {
 		return nil, err
+	}
+	if v.Provider == "gemini" {
+		return gemini.New(gemini.Config{BaseURL: v.BaseURL, APIKey: v.APIKey, Model: v.Model, Timeout: v.Timeout.D()})
 	}
 	return openai.NewTranscriber(openai.TranscriberConfig{BaseURL: v.BaseURL, APIKey: v.APIKey, Model: v.Model, Language: v.Language, Timeout: v.Timeout.D()})
 }

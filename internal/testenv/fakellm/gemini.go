@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Gemini generateContent wire format (the Gemini API, not Vertex AI).
@@ -99,6 +100,14 @@ func decodeGemini(body []byte, req *Request) error {
 				inline += len(d.Data)
 				if inline > geminiMaxRequestBytes {
 					return &mediaError{msg: fmt.Sprintf("Request payload size exceeds the limit: %d bytes.", geminiMaxRequestBytes)}
+				}
+				if strings.HasPrefix(d.MIMEType, "audio/") {
+					au, err := decodeGeminiAudio(fmt.Sprintf("contents[%d].parts[%d]", i, j), d.MIMEType, d.Data)
+					if err != nil {
+						return err
+					}
+					msg.Audio = append(msg.Audio, au)
+					continue
 				}
 				im, err := decodePicture(Gemini, fmt.Sprintf("contents[%d].parts[%d]", i, j), d.MIMEType, d.Data)
 				if err != nil {

@@ -73,6 +73,8 @@ type Message struct {
 	// the API checks them (OpenAI image_url data URLs, Anthropic image
 	// blocks, Gemini inlineData parts).
 	Images []Image
+	// Audio are the recordings of a user message (Gemini inlineData).
+	Audio []Audio
 }
 
 // Call is a tool call, in a Reply or recorded from a request.

@@ -2,6 +2,7 @@ package fakellm
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -138,4 +139,34 @@ func said(data []byte) string {
 		rest = rest[:i]
 	}
 	return string(rest)
+}
+
+// Audio is a recording a Gemini request carried inline.
+type Audio struct {
+	MediaType string
+	Data      []byte
+}
+
+// Said is the text after "SAY:" in the recording (what the fake hears).
+func (a Audio) Said() string { return said(a.Data) }
+
+// geminiAudioTypes are the audio formats the Gemini API documents.
+var geminiAudioTypes = []string{"audio/wav", "audio/mp3", "audio/aiff", "audio/aac", "audio/ogg", "audio/flac"}
+
+func decodeGeminiAudio(where, mediaType, b64 string) (Audio, error) {
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return Audio{}, &mediaError{msg: fmt.Sprintf("Invalid value at '%s.inline_data.data' (TYPE_BYTES), Base64 decoding failed", where)}
+	}
+	known := false
+	for _, t := range geminiAudioTypes {
+		known = known || t == mediaType
+	}
+	if !known {
+		return Audio{}, &mediaError{msg: fmt.Sprintf("Unsupported MIME type: %s", mediaType)}
+	}
+	if !audioMagic(data) {
+		return Audio{}, &mediaError{msg: "The audio file could not be processed."}
+	}
+	return Audio{MediaType: mediaType, Data: data}, nil
 }
