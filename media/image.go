@@ -176,8 +176,9 @@ func flatten(img image.Image) image.Image {
 }
 
 // fit scales img down so its long edge is at most edge pixels; a smaller
-// picture is copied as it is (into a fresh NRGBA, dropping any palette).
-func fit(img image.Image, edge int) *image.NRGBA {
+// picture is copied as it is (into a fresh RGBA, dropping any palette;
+// RGBA is what x/image/draw has fast paths for).
+func fit(img image.Image, edge int) *image.RGBA {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
 	if w > edge || h > edge {
@@ -187,17 +188,26 @@ func fit(img image.Image, edge int) *image.NRGBA {
 			w, h = max(1, w*edge/h), edge
 		}
 	}
-	dst := image.NewNRGBA(image.Rect(0, 0, w, h))
+	dst := image.NewRGBA(image.Rect(0, 0, w, h))
 	if w == b.Dx() && h == b.Dy() {
 		draw.Draw(dst, dst.Bounds(), img, b.Min, draw.Src)
 		return dst
+	}
+	// A large picture is first brought to twice the size with the cheap
+	// scaler (it samples, so it is fast at any factor), then filtered down
+	// with Catmull-Rom: the quality of the latter at a fraction of its cost
+	// on a 12-megapixel photo (BenchmarkPrepareImage).
+	if b.Dx() > 2*w && b.Dy() > 2*h {
+		mid := image.NewRGBA(image.Rect(0, 0, 2*w, 2*h))
+		xdraw.ApproxBiLinear.Scale(mid, mid.Bounds(), img, b, xdraw.Src, nil)
+		img, b = mid, mid.Bounds()
 	}
 	xdraw.CatmullRom.Scale(dst, dst.Bounds(), img, b, xdraw.Src, nil)
 	return dst
 }
 
 // Orient applies an EXIF orientation (1–8) to img; other values leave it.
-func Orient(img *image.NRGBA, o int) *image.NRGBA {
+func Orient(img *image.RGBA, o int) *image.RGBA {
 	if o < 2 || o > 8 {
 		return img
 	}
@@ -207,7 +217,7 @@ func Orient(img *image.NRGBA, o int) *image.NRGBA {
 	if o >= 5 {
 		dw, dh = h, w
 	}
-	dst := image.NewNRGBA(image.Rect(0, 0, dw, dh))
+	dst := image.NewRGBA(image.Rect(0, 0, dw, dh))
 	for y := 0; y < dh; y++ {
 		for x := 0; x < dw; x++ {
 			var sx, sy int

@@ -116,12 +116,12 @@ func TestPrepareOrientsAndStripsLocation(t *testing.T) {
 func TestOrientations(t *testing.T) {
 	// A 3×2 picture with distinct pixels; each orientation moves pixel
 	// (0,0) of the stored picture to a known corner of the shown one.
-	src := image.NewNRGBA(image.Rect(0, 0, 3, 2))
-	src.SetNRGBA(0, 0, color.NRGBA{R: 255, A: 255})
+	src := image.NewRGBA(image.Rect(0, 0, 3, 2))
+	src.SetRGBA(0, 0, color.RGBA{R: 255, A: 255})
 	corner := map[int]image.Point{1: {0, 0}, 2: {2, 0}, 3: {2, 1}, 4: {0, 1}, 5: {0, 0}, 6: {1, 0}, 7: {1, 2}, 8: {0, 2}}
 	for o, want := range corner {
 		out := Orient(src, o)
-		if got := out.NRGBAAt(want.X, want.Y); got.R != 255 {
+		if got := out.RGBAAt(want.X, want.Y); got.R != 255 {
 			t.Errorf("orientation %d: pixel (0,0) not at %v", o, want)
 		}
 		if o >= 5 && out.Bounds().Dx() != 2 {
