@@ -50,10 +50,10 @@ func (c *Channel) mediaAttachment(content *event.MessageEventContent) (*conch.At
 		}
 		if enc != nil {
 			if err := enc.PrepareForDecryption(); err != nil {
-				return nil, conch.Errorf(conch.KindInvalid, "encrypted file %s: %v", name, err)
+				return nil, undecryptable(name, err)
 			}
 			if err := enc.DecryptInPlace(data); err != nil {
-				return nil, conch.Errorf(conch.KindInvalid, "encrypted file %s does not decrypt: %v", name, err)
+				return nil, undecryptable(name, err)
 			}
 		}
 		return io.NopCloser(bytes.NewReader(data)), nil
@@ -77,4 +77,10 @@ func mediaText(t event.MessageType, name, caption, note string) string {
 		text += "\n\n" + note
 	}
 	return text
+}
+
+// undecryptable is a file whose key does not open it: bad_request, not
+// invalid (which the gateway reads as "too large"), with words to show.
+func undecryptable(name string, err error) error {
+	return &conch.Error{Kind: conch.KindBadRequest, User: fmt.Sprintf("the encrypted file %s cannot be decrypted", name), Err: err}
 }
