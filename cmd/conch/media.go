@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"conch"
 	"conch/agent"
 	"conch/config"
@@ -64,3 +66,17 @@ func newTranscriber(v config.VoiceConfig) (conch.Transcriber, error) {
 	}
 	return openai.NewTranscriber(openai.TranscriberConfig{BaseURL: v.BaseURL, APIKey: v.APIKey, Model: v.Model, Language: v.Language, Timeout: v.Timeout.D()})
 }
+
+// visionLine is conch doctor's line on whether the model sees pictures.
+func visionLine(cfg *config.Config) string {
+	name := cfg.Model.Name
+	if v, set := cfg.Media.VisionOverride(name); set {
+		return fmt.Sprintf("%s sees pictures: %s ([media] vision)", name, yesNo(v))
+	}
+	v, known := llm.Vision(name)
+	if !known {
+		return fmt.Sprintf("%s is not in the vision table: pictures are named to it, not shown (set [media] vision to override)", name)
+	}
+	return fmt.Sprintf("%s sees pictures: %s", name, yesNo(v))
+}
+

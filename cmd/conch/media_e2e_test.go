@@ -49,7 +49,12 @@ func TestUpTelegramMedia(t *testing.T) {
 	tg := tgfake.Start(t)
 	alice := tgfake.Person(4242, "alice", "Alice")
 	chat := tgfake.PrivateChat(alice)
-	p := startConch(t, mediaEnv(t, llm, tg, t.TempDir(), "4242"), "up")
+	env := mediaEnv(t, llm, tg, t.TempDir(), "4242")
+	// doctor says whether the model sees pictures (here by [media] vision).
+	if out, _, _ := conchRun(t, env, "doctor"); !strings.Contains(out, "test-model sees pictures: yes ([media] vision)") {
+		t.Fatalf("doctor output lacks the pictures line:\n%s", out)
+	}
+	p := startConch(t, env, "up")
 	p.waitStderr(t, "telegram polling")
 
 	// 1. A photo, stored sideways with a location in its EXIF block.
