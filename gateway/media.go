@@ -26,6 +26,13 @@ func (c *conversation) prepareMedia(ctx context.Context, t conch.Turn, log *slog
 		return t
 	}
 	as := g.opts.Media.Prepare(ctx, c.key, t.Inbound.Attachments)
+	changed := false
+	for i, a := range as {
+		changed = changed || a.Prepared != t.Inbound.Attachments[i].Prepared
+	}
+	if !changed {
+		return t // nothing in them for the model (a PDF), or cancelled
+	}
 	if u, ok := g.opts.Store.(conch.AttachmentUpdater); ok {
 		if err := u.SetAttachments(ctx, t.ID, as); err != nil {
 			log.Warn("prepared files not kept; the model sees them as files", "err", err)
