@@ -48,7 +48,9 @@ func TestMediaPreparedAndHeard(t *testing.T) {
 	key := conch.ConversationKey{Channel: cli, ID: "voice"}
 	err = e.gw.HandleInbound(context.Background(), conch.Inbound{Key: key, Sender: "alice", ExternalID: "v1",
 		Attachments: []conch.Attachment{{Name: "voice.ogg", MediaType: "audio/ogg",
-			Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader([]byte("OggS"))), nil }}}})
+			Open: func(context.Context) (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader([]byte("OggS"))), nil
+			}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
