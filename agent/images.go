@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"conch"
+	"conch/media"
 )
 
 // Pictures in the model's view. A stored message holds a picture by
@@ -178,6 +179,16 @@ func (a *Agent) keepToolImages(ctx context.Context, key conch.ConversationKey, r
 			r.Content = joinLines(r.Content, fmt.Sprintf("[picture %s not shown: pictures cannot be kept here]", im.Name))
 			continue
 		}
+		if !sendable(im) {
+			// An MCP tool's picture may be any type or size: made fit as
+			// received pictures are, or named.
+			p, err := media.PrepareImage(im.Data)
+			if err != nil {
+				r.Content = joinLines(r.Content, fmt.Sprintf("[picture %s not shown: %v]", im.Name, err))
+				continue
+			}
+			im.MediaType, im.Data = p.MediaType, p.Data
+		}
 		data := im.Data
 		ref, _, err := a.opts.Media.Put(ctx, key, conch.Attachment{Name: im.Name, MediaType: im.MediaType, Size: int64(len(data)),
 			Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }}, 0)
@@ -191,6 +202,15 @@ func (a *Agent) keepToolImages(ctx context.Context, key conch.ConversationKey, r
 		kept = append(kept, im)
 	}
 	r.Images = kept
+}
+
+// sendable reports whether a picture can go to every provider as it is.
+func sendable(im conch.Image) bool {
+	switch im.MediaType {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+		return len(im.Data) > 0 && len(im.Data) <= media.MaxBytes
+	}
+	return false
 }
 
 // imageCount is the number of pictures a message carries.

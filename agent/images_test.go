@@ -12,6 +12,7 @@ import (
 
 	"conch"
 	"conch/fake"
+	"conch/media/mediatest"
 )
 
 // memFiles is an in-memory conch.AttachmentStore.
@@ -44,6 +45,11 @@ func (m *memFiles) Open(_ context.Context, ref string) (io.ReadCloser, error) {
 }
 
 func (m *memFiles) Delete(context.Context, conch.ConversationKey) error { return nil }
+
+func mediatestPNG(t *testing.T) []byte {
+	t.Helper()
+	return mediatest.PNG(8, 8)
+}
 
 func photoTurn(turn conch.TurnID, ref string) conch.Message {
 	return conch.Message{Role: conch.RoleUser, Text: fmt.Sprintf("photo %d", turn),
@@ -127,5 +133,27 @@ func TestToolPicturesKeptByReference(t *testing.T) {
 	r := last[len(last)-1].ToolResult
 	if r == nil || len(r.Images) != 1 || string(r.Images[0].Data) != "plot bytes" {
 		t.Fatalf("the next request's tool result: %+v", r)
+	}
+}
+
+// A tool's picture of a type providers do not take is converted; one that
+// is no picture is named instead of failing the request.
+func TestToolPicturesMadeFit(t *testing.T) {
+	files := &memFiles{files: map[string][]byte{}}
+	look := &fake.Tool{Name: "mcp_shot", Fn: func(context.Context, conch.ToolEnv, json.RawMessage) (conch.ToolOutput, error) {
+		return conch.ToolOutput{Content: "shots", Images: []conch.Image{
+			{MediaType: "image/svg+xml", Data: []byte("<svg/>"), Name: "diagram.svg"},
+			{MediaType: "image/png", Data: mediatestPNG(t), Name: "ok.png"},
+		}}, nil
+	}}
+	h := newHarness(t, []conch.Tool{look}, func(o *Options) { o.Vision, o.Media = true, files })
+	h.model.Push(fake.Call("c1", "mcp_shot", `{}`), fake.Text("seen"))
+	if _, err := h.run(t, "shoot"); err != nil {
+		t.Fatal(err)
+	}
+	last := h.model.Requests()[1].Messages
+	r := last[len(last)-1].ToolResult
+	if len(r.Images) != 1 || r.Images[0].Name != "ok.png" || !strings.Contains(r.Content, "[picture diagram.svg not shown: not a picture") {
+		t.Fatalf("tool result sent: %d pictures, content %q", len(r.Images), r.Content)
 	}
 }
