@@ -79,4 +79,3 @@ func visionLine(cfg *config.Config) string {
 	}
 	return fmt.Sprintf("%s sees pictures: %s", name, yesNo(v))
 }
-
