@@ -35,6 +35,7 @@ require (
 	github.com/yuin/goldmark v1.8.7
 	go.mau.fi/util v0.10.1
 	go.yaml.in/yaml/v4 v4.0.0
+	golang.org/x/image v0.46.0
 	golang.org/x/net v0.60.0
 	google.golang.org/genai v1.77.0
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1

@@ -90,6 +90,7 @@ var modulePackages = map[string]struct {
 	"conch/internal/systemd":          {layerLeaf, nil},
 	"conch/netpolicy":                 {layerLeaf, nil},
 	"conch/llm":                       {layerLeaf, nil},
+	"conch/media":                     {layerLeaf, nil},
 
 	"conch/config": {layerConfig, nil},
 

@@ -25,6 +25,9 @@ type ToolOutput struct {
 	// already in the AttachmentStore (Ref set). They are stored with the
 	// tool's result, so a turn resumed after a crash still sends them.
 	Attachments []Attachment
+	// Images are pictures for the model to look at (view_image), ready to
+	// send (PNG, JPEG, GIF or WebP within every provider's limits).
+	Images []Image
 }
 
 // ToolEnv is everything a tool may use, passed explicitly.

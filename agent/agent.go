@@ -52,6 +52,13 @@ type Options struct {
 	// Fallbacks take over, in order, for the rest of a turn when the model
 	// in use is rate-limited, overloaded or down after its retries.
 	Fallbacks []Fallback
+	// Vision says the model sees pictures; without it a message's pictures
+	// are named in its text instead (llm.Vision, overridable in config).
+	Vision bool
+	// Media keeps pictures by reference: those of received files (the
+	// gateway prepared them) and those tools return. Nil: pictures are
+	// named, never sent.
+	Media conch.AttachmentStore
 	// Meter, when set, is asked before each model call of a turn whether a
 	// budget allows it, and told every answered call's usage.
 	Meter Meter
@@ -82,6 +89,8 @@ type Fallback struct {
 	Model conch.Model
 	// ContextWindow is its window in tokens (0: the primary's).
 	ContextWindow int
+	// Vision says it sees pictures.
+	Vision bool
 }
 
 // Meter counts what model calls cost and keeps the budgets. *usage.Meter
@@ -99,6 +108,7 @@ type slot struct {
 	model    conch.Model
 	window   int
 	fallback bool
+	vision   bool
 }
 
 // caller is who a model call is made for: the turn, its conversation and
@@ -119,6 +129,7 @@ type Agent struct {
 	specs    []conch.ToolSpec
 	rnd      func() float64
 	redactor *strings.Replacer // nil when there are no secrets
+	images   imageCache
 }
 
 // New returns an Agent; tool names must be unique.
@@ -151,7 +162,7 @@ func New(opts Options) (*Agent, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{opts: opts, tools: make(map[string]conch.Tool), rnd: defaultRand, redactor: newRedactor(opts.Secrets)}
-	a.models = []slot{{model: opts.Model, window: opts.ContextWindow}}
+	a.models = []slot{{model: opts.Model, window: opts.ContextWindow, vision: opts.Vision}}
 	for i, f := range opts.Fallbacks {
 		if f.Model == nil {
 			return nil, fmt.Errorf("agent: fallback %d has no model", i+1)
@@ -160,7 +171,7 @@ func New(opts Options) (*Agent, error) {
 		if w <= 0 {
 			w = opts.ContextWindow
 		}
-		a.models = append(a.models, slot{model: f.Model, window: w, fallback: true})
+		a.models = append(a.models, slot{model: f.Model, window: w, fallback: true, vision: f.Vision})
 	}
 	for _, t := range opts.Tools {
 		s := t.Spec()

@@ -170,6 +170,7 @@ func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) 
 	req := conch.ModelRequest{
 		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
 	}
+	req.Messages = a.withImages(ctx, t.view, req.Messages, t.in.Turn, a.models[t.slot])
 	used := estimateRequest(req)
 	if t.lastTokens > 0 {
 		used = max(used, t.lastTokens+estimateMessages(t.view.msgs[t.lastLen:]))
@@ -191,6 +192,7 @@ func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) 
 		default:
 			t.view, t.lastTokens = v, 0
 			req.System, req.Messages = withSummary(t.system, t.view.summary), a.requestMessages(t.view, t.in.Turn, w)
+			req.Messages = a.withImages(ctx, t.view, req.Messages, t.in.Turn, a.models[t.slot])
 			if used = estimateRequest(req); used > int(float64(w)*CompactAt) {
 				a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", t.in.Turn, "tokens", used, "window", w)
 			}
@@ -281,11 +283,12 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 			return t.res, true, err
 		}
 		tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
-			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
+			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError, Images: out.Images,
 		}}
 		if !out.IsError {
 			tm.ToolResult.Attachments = out.Attachments
 		}
+		a.keepToolImages(ctx, t.key, tm.ToolResult)
 		if err := a.opts.Store.AppendMessage(ctx, turn, tm); err != nil {
 			return t.res, true, fmt.Errorf("record tool result: %w", err)
 		}

@@ -54,6 +54,9 @@ type Config struct {
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
 	Slack    SlackConfig    `toml:"slack" envPrefix:"SLACK_"`
 	Discord  DiscordConfig  `toml:"discord" envPrefix:"DISCORD_"`
+	// Media and Voice: see media.go.
+	Media MediaConfig `toml:"media" envPrefix:"MEDIA_"`
+	Voice VoiceConfig `toml:"voice" envPrefix:"VOICE_"`
 	// Schedule and Hooks: see schedule.go.
 	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
 	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
@@ -385,6 +388,7 @@ func (c *Config) ValidateWith(t coders.Table) error {
 	ps = append(ps, c.Telegram.validate()...)
 	ps = append(ps, c.Slack.validate()...)
 	ps = append(ps, c.Discord.validate()...)
+	ps = append(ps, c.Voice.validate()...)
 	ps = append(ps, c.validateWeb()...)
 	ps = append(ps, c.validateWebChat()...)
 	ps = append(ps, c.Email.validate()...)

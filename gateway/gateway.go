@@ -90,6 +90,11 @@ type Options struct {
 	Attachments conch.AttachmentStore
 	// MaxAttachmentBytes caps one received file (default conch.MaxAttachmentSize).
 	MaxAttachmentBytes int64
+	// Media, when set, prepares a turn's received pictures and voice for
+	// the model when the turn starts (kept with the turn's message when
+	// the Store is a conch.AttachmentUpdater); the person is told what
+	// was heard.
+	Media conch.MediaPreparer
 	// Events keeps every conversation's events; nil keeps them in memory.
 	Events EventLog
 	// ProgressInterval is the least time between two progress messages of

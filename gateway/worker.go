@@ -160,6 +160,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn,
 	g.view.waitHooks(ctx, c.key)
 	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning, Attempt: t.Attempts})
 	c.deliverFiles(ctx, t, log)
+	t = c.prepareMedia(ctx, t, log)
 	if g.opts.Hooks != nil {
 		if ran := g.opts.Hooks.BeforeTurn(ctx, t); ran.Hooks > 0 {
 			g.hub.Publish(ctx, c.key, t.ID, ran)

@@ -63,6 +63,7 @@ func (a *app) doctor(ctx context.Context) int {
 
 	if cfg.Model.Provider != "" && cfg.Model.Name != "" {
 		check("model endpoint", checkModel(ctx, cfg.Model), fmt.Sprintf("%s answers for %s", cfg.Model.Provider, cfg.Model.Name))
+		check("pictures", nil, visionLine(cfg))
 	}
 
 	if cfg.Matrix.Enabled() {

@@ -306,6 +306,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	if h := d.hooks(); h != nil {
 		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
 	}
+	wireMediaAgent(d, &opts)
 	return agent.New(opts)
 }
 
@@ -333,6 +334,9 @@ func configSecrets(cfg *config.Config, log *slog.Logger) []string {
 	for _, f := range cfg.Model.Fallbacks {
 		secrets = append(secrets, f.APIKey)
 	}
+	if v := cfg.Voice; v.LoadSecrets() == nil {
+		secrets = append(secrets, v.APIKey)
+	}
 	return secrets
 }
 
@@ -359,6 +363,7 @@ func tools(d *deps) ([]conch.Tool, error) {
 		return nil, err
 	}
 	ts = append(ts, sf)
+	ts = append(ts, tool.NewViewImage()) // not over MCP: it answers with pictures
 	if d.coder != nil {
 		profile, _, err := coderProfile(d.cfg.Coder.Agent)
 		if err != nil {
@@ -518,6 +523,9 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 	}
 	if h := d.hooks(); h != nil {
 		opts.Hooks = h
+	}
+	if err := wireMediaGateway(d, &opts); err != nil {
+		return nil, err
 	}
 	return gateway.New(opts)
 }

@@ -44,6 +44,26 @@ type Document struct {
 	FileSize     int64  `json:"file_size,omitempty"`
 }
 
+// Voice is a voice note (OGG/Opus, recorded in the app).
+type Voice struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Audio is a music or audio file sent as such.
+type Audio struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	Title        string `json:"title,omitempty"`
+	FileName     string `json:"file_name,omitempty"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
 // File is the answer of getFile.
 type File struct {
 	FileID       string `json:"file_id"`
@@ -66,6 +86,8 @@ type Message struct {
 	Entities        []Entity    `json:"entities,omitempty"`
 	Photo           []PhotoSize `json:"photo,omitempty"`
 	Document        *Document   `json:"document,omitempty"`
+	Voice           *Voice      `json:"voice,omitempty"`
+	Audio           *Audio      `json:"audio,omitempty"`
 	Caption         string      `json:"caption,omitempty"`
 	CaptionEntities []Entity    `json:"caption_entities,omitempty"`
 	MediaGroupID    string      `json:"media_group_id,omitempty"`
