@@ -101,7 +101,15 @@ type Options struct {
 	// Hooks, when set, runs the conversation's turn hooks around each turn.
 	Hooks Hooks
 	// Usage, when set, answers /usage and adds a line to /status.
-	Usage  Usage
+	Usage Usage
+	// Approvals keeps the questions tools ask the conversation's people
+	// (approval.go); without it a tool that needs an answer refuses.
+	Approvals conch.ApprovalStore
+	// ApprovalTimeout is how long a question waits before it is denied
+	// (default DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
+	// Audit records every decision on a question.
+	Audit  conch.AuditStore
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -120,6 +128,8 @@ type Gateway struct {
 
 	// order serialises storing and queueing a conversation's messages.
 	order orderLocks
+	// waiters wake tool calls waiting on a question.
+	waiters approvalWaiters
 
 	mu  sync.Mutex
 	ctx context.Context // lifetime of Run; nil before Run
@@ -182,6 +192,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.EditInterval <= 0 {
 		opts.EditInterval = time.Second
+	}
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if opts.MaxAttachmentBytes <= 0 {
 		opts.MaxAttachmentBytes = conch.MaxAttachmentSize
