@@ -90,6 +90,10 @@ type ApprovalRequest struct {
 	// Scope is what "allow for this conversation" allows from then on
 	// (the policy's pattern, "coder:<cli>").
 	Scope string `json:"scope"`
+	// Resumable: the call that asks runs again, unchanged, when its turn
+	// resumes after a restart, and finds the question (the bash tool's).
+	// A question that is not resumable is denied when conch starts again.
+	Resumable bool `json:"resumable,omitempty"`
 }
 
 // Approval is one question, as the store keeps it.

@@ -49,7 +49,7 @@ func (t *turnRun) resumeWaiting(ctx context.Context) error {
 	for _, j := range waiting {
 		id := msgs[j].ToolResult.CallID
 		ap, ok := asked[id]
-		if !ok || (ap.Status == conch.ApprovalDecided && ap.Choice.Allows()) {
+		if !ok || !ap.Request.Resumable || (ap.Status == conch.ApprovalDecided && ap.Choice.Allows()) {
 			continue
 		}
 		var call conch.ToolCall

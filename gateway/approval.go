@@ -384,6 +384,37 @@ func (g *Gateway) replyAnswer(ctx context.Context, in conch.Inbound) bool {
 	return true
 }
 
+// settleApprovals runs at start, before the turns resume: a question
+// whose call will not ask again (not resumable: a coding CLI's prompt,
+// whose call gets the "interrupted" result) is denied as its turn ended,
+// and one past its deadline is denied as timed out.
+func (g *Gateway) settleApprovals(ctx context.Context) {
+	if g.opts.Approvals == nil {
+		return
+	}
+	open, err := g.opts.Approvals.OpenApprovals(ctx, conch.ConversationKey{})
+	if err != nil {
+		g.log.Warn("read open questions", "err", err)
+		return
+	}
+	now := g.opts.Now()
+	for _, a := range open {
+		d := conch.ApprovalDecision{Choice: conch.ApproveDeny}
+		switch {
+		case !a.Request.Resumable:
+			d.Reason = conch.ApprovalReasonTurnEnded
+		case !now.Before(a.Deadline):
+			d.Reason = conch.ApprovalReasonTimeout
+		default:
+			g.log.Info("a question stays open across the restart", "approval", a.ID, "conversation", a.Key, "turn", a.Turn)
+			continue
+		}
+		if _, err := g.decideApproval(ctx, a, d); err != nil {
+			g.log.Warn("end question", "approval", a.ID, "err", err)
+		}
+	}
+}
+
 // markerApprovalReply is the marker scope of answers given by reply.
 const markerApprovalReply = "approval_reply"
 

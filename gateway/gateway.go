@@ -269,6 +269,7 @@ func (g *Gateway) Run(ctx context.Context, channels ...Attached) error {
 		}
 		return err
 	}
+	g.settleApprovals(ctx)
 	if err := g.resume(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

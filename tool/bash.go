@@ -211,7 +211,7 @@ func (b *Bash) approve(ctx context.Context, env conch.ToolEnv, line string, cmd 
 		detail += fmt.Sprintf(" (through `%s`)", clipLine(m.Command, 200))
 	}
 	d, err := env.Approvals.Approve(ctx, env.CallID, conch.ApprovalRequest{
-		Kind: "command", Title: clipLine(line, 500), Detail: detail + ".", Scope: "command:" + m.Pattern,
+		Kind: "command", Title: clipLine(line, 500), Detail: detail + ".", Scope: "command:" + m.Pattern, Resumable: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bash: approval: %w", err)

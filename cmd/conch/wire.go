@@ -294,6 +294,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		MaxTokens:     d.cfg.Model.MaxTokens,
 		ContextWindow: window,
 		Context:       d.db,
+		Approvals:     d.db,
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
@@ -352,8 +353,12 @@ func tools(d *deps) ([]conch.Tool, error) {
 	}
 	tc := d.cfg.Tools
 	files := tool.FilesOptions{Auditor: d.audit}
+	approve, err := tool.NewApprovePolicy(tc.Approve)
+	if err != nil {
+		return nil, err
+	}
 	ts = append(ts,
-		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
+		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit, Approve: approve}),
 		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
 	)
 	ts = append(ts, tool.TerminalTools(d.terminals)...)
@@ -366,7 +371,7 @@ func tools(d *deps) ([]conch.Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co})...)
+		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co, Person: d.cfg.Coder.Approvals == "person"})...)
 	}
 	return ts, nil
 }
@@ -450,7 +455,7 @@ func coderOptions(d *deps, p coder.Profile, vendor coders.Vendor) (coder.Options
 			"HTTPS_PROXY=" + origin, "https_proxy=" + origin, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
 		},
 		Route: route,
-		Ask:   d.cfg.Coder.Approvals == "ask",
+		Ask:   d.cfg.Coder.Approvals == "ask" || d.cfg.Coder.Approvals == "person",
 	}, nil
 }
 
@@ -474,6 +479,7 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 		Store: d.db, Agent: ag, Facts: d.db,
 		Events: d.db, Attachments: d.spool, Releasers: d.releasers, Policies: policies(d.cfg),
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log, Usage: d.meter,
+		Approvals: d.db, ApprovalTimeout: d.cfg.Tools.ApprovalTimeout.D(), Audit: d.audit,
 	}
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface
