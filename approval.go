@@ -114,6 +114,9 @@ type Approval struct {
 	// Deadline is when an unanswered question is denied.
 	Deadline time.Time
 	Decided  time.Time
+	// Used is when the waiting call took an allowing decision and went on
+	// (zero until then): a resumed turn runs the call again only before.
+	Used time.Time
 }
 
 // ApprovalDecision is what the tool that asked is told.
@@ -188,6 +191,9 @@ type ApprovalStore interface {
 	// is false (and the stored decision returned) when it was decided
 	// already.
 	DecideApproval(ctx context.Context, id string, d ApprovalDecision, at time.Time) (Approval, bool, error)
+	// UseApproval records that the waiting call took the decision and
+	// went on (Approval.Used).
+	UseApproval(ctx context.Context, id string, at time.Time) error
 	// OpenApprovals lists the conversation's open questions, oldest first
 	// (every conversation's when key is zero).
 	OpenApprovals(ctx context.Context, key ConversationKey) ([]Approval, error)

@@ -17,9 +17,10 @@ type TurnApprovals interface {
 // waiting for a person's answer when conch stopped had not run (it runs
 // only once allowed), so instead of the synthetic "interrupted" result it is
 // run again, and finds its question (still open, or answered meanwhile).
-// Only calls whose question is open or denied qualify: an allowed one may
-// have started before the crash, and keeps the "interrupted" result like
-// any other call left without one.
+// Only calls that had not taken their decision qualify (Approval.Used is
+// zero: still open, or answered while conch was down or starting): one
+// that took an allowing answer may have started before the crash, and
+// keeps the "interrupted" result like any other call left without one.
 func (t *turnRun) resumeWaiting(ctx context.Context) error {
 	a := t.a
 	if a.opts.Approvals == nil || t.env.Approvals == nil {
@@ -49,7 +50,7 @@ func (t *turnRun) resumeWaiting(ctx context.Context) error {
 	for _, j := range waiting {
 		id := msgs[j].ToolResult.CallID
 		ap, ok := asked[id]
-		if !ok || !ap.Request.Resumable || (ap.Status == conch.ApprovalDecided && ap.Choice.Allows()) {
+		if !ok || !ap.Request.Resumable || !ap.Used.IsZero() {
 			continue
 		}
 		var call conch.ToolCall

@@ -125,7 +125,7 @@ func (g *Gateway) waitApproval(ctx context.Context, a conch.Approval) (conch.App
 			return conch.ApprovalDecision{}, fmt.Errorf("approval: %w", err)
 		}
 		if cur.Status == conch.ApprovalDecided {
-			return conch.ApprovalDecision{Choice: cur.Choice, Reason: cur.Reason, By: cur.By}, nil
+			return g.useApproval(ctx, cur)
 		}
 		deadline, reason := cur.Deadline, conch.ApprovalReasonTimeout
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -141,7 +141,7 @@ func (g *Gateway) waitApproval(ctx context.Context, a conch.Approval) (conch.App
 			if err != nil {
 				return conch.ApprovalDecision{}, err
 			}
-			return conch.ApprovalDecision{Choice: got.Choice, Reason: got.Reason, By: got.By}, nil
+			return g.useApproval(ctx, got)
 		case <-ctx.Done():
 			timer.Stop()
 			if g.shuttingDown() {
@@ -155,6 +155,16 @@ func (g *Gateway) waitApproval(ctx context.Context, a conch.Approval) (conch.App
 			return conch.ApprovalDecision{}, context.Cause(ctx)
 		}
 	}
+}
+
+// useApproval hands a decision to the waiting call, first recording that
+// it was taken: from then on a crash leaves the call "interrupted" (it may
+// have run), never run again.
+func (g *Gateway) useApproval(ctx context.Context, a conch.Approval) (conch.ApprovalDecision, error) {
+	if err := g.opts.Approvals.UseApproval(context.WithoutCancel(ctx), a.ID, g.opts.Now()); err != nil {
+		return conch.ApprovalDecision{}, fmt.Errorf("approval: %w", err)
+	}
+	return conch.ApprovalDecision{Choice: a.Choice, Reason: a.Reason, By: a.By}, nil
 }
 
 // shuttingDown reports whether Run's context is done.

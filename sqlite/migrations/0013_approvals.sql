@@ -17,6 +17,9 @@ CREATE TABLE approvals (
 	created_at   INTEGER NOT NULL,
 	deadline     INTEGER NOT NULL,
 	decided_at   INTEGER NOT NULL DEFAULT 0,
+	-- used_at: when the waiting call took an allowing decision and went on
+	-- to run; a resumed turn runs a call again only while this is 0.
+	used_at      INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (turn, call_id)
 ) STRICT;
 CREATE INDEX approvals_open ON approvals (channel, conversation, created_at) WHERE status = 'open';

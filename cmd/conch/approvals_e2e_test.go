@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"conch/internal/testenv"
+	"conch/internal/testenv/browser"
+	"conch/internal/testenv/engine"
+	"conch/internal/testenv/fakellm"
+	tgfake "conch/internal/testenv/telegram"
+)
+
+// approvalCommand is a command the test policy (rm -rf *) names, hidden
+// in a shell script: the policy must see it, and its output proves it ran.
+const approvalCommand = `{"command":"sh -c 'echo ran-after-approval && rm -rf /workspace/junk'"}`
+
+// approvalsEnv is conch up on Telegram with a real engine (the bash tool
+// needs a sandbox) and the policy tools.approve = ["rm -rf *"].
+func approvalsEnv(t *testing.T, llm *fakellm.Server, tg *tgfake.Server, allow string) (env []string, dataDir string) {
+	t.Helper()
+	e := engine.Docker(t)
+	dir := t.TempDir()
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "ap" + hex.EncodeToString(buf)
+	instanceContainers(t, e.Client(t), instance)
+	env = append(telegramEnv(t, llm, tg, dir, allow), engineEnv(t, e, instance)...)
+	env = append(env, "CONCH_TOOLS_APPROVE=rm -rf *", "CONCH_TELEGRAM_GROUP_POLICY=all")
+	return env, filepath.Join(dir, "data")
+}
+
+// question waits for the bot's message with the approval buttons in chat
+// and returns it with the callback data of each choice.
+func question(t *testing.T, tg *tgfake.Server, chat int64, p *conchProc) (tgfake.Sent, map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var q tgfake.Sent
+	err := tg.Wait(ctx, func() bool {
+		for _, s := range tg.Sent(chat) {
+			if s.Method == "sendMessage" && len(s.Keyboard) > 0 {
+				q = s
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("no question with buttons; stderr:\n%s", p.stderr)
+	}
+	data := map[string]string{}
+	for _, row := range q.Keyboard {
+		for _, b := range row {
+			data[b.Text] = b.CallbackData
+		}
+	}
+	return q, data
+}
+
+// queryAnswer waits for the answer to a button press.
+func queryAnswer(t *testing.T, tg *tgfake.Server, id string) tgfake.Sent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got tgfake.Sent
+	if err := tg.Wait(ctx, func() bool {
+		for _, s := range tg.Sent(0) {
+			if s.Method == "answerCallbackQuery" && s.QueryID == id {
+				got = s
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("press %s never answered", id)
+	}
+	return got
+}
+
+func auditLines(t *testing.T, dataDir, kind string) []string {
+	t.Helper()
+	b, _ := os.ReadFile(filepath.Join(dataDir, "logs", "audit.jsonl"))
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, `"kind":"`+kind+`"`) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestUpApprovalTelegram: a command the policy names (inside `sh -c`)
+// waits for a person; the question comes as an inline keyboard in the
+// group; a member the allowlist does not admit presses "Allow once" and is
+// refused (the question stays open, nothing runs); an admitted person's
+// press decides it: the command runs, the turn answers, the question's
+// message loses its buttons, and the decision is audited.
+func TestUpApprovalTelegram(t *testing.T) {
+	testenv.Short(t)
+	llm := fakellm.New(t)
+	tg := tgfake.Start(t)
+	alice := tgfake.Person(4242, "alice", "Alice")
+	mallory := tgfake.Person(6666, "mallory", "Mallory")
+	group := tgfake.Group(-100777, "ops")
+	env, dataDir := approvalsEnv(t, llm, tg, "4242")
+
+	llm.Push(fakellm.ToolCall("bash", approvalCommand), fakellm.Text("Cleaned up."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "telegram polling")
+	tg.SendText(alice, group, "clean up the junk")
+
+	q, data := question(t, tg, group.ID, p)
+	if !strings.Contains(q.Text, "rm -rf /workspace/junk") || !strings.Contains(q.Text, "rm -rf *") {
+		t.Fatalf("question %q does not show the command and its rule", q.Text)
+	}
+	if len(data) != 3 || data["Allow once"] == "" || data["Allow for this conversation"] == "" || data["Deny"] == "" {
+		t.Fatalf("buttons %v", data)
+	}
+
+	// Someone the conversation does not admit cannot answer.
+	qid, err := tg.Click(mallory, group.ID, q.MessageID, data["Allow once"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := queryAnswer(t, tg, qid); !a.Alert || !strings.Contains(a.Text, "may not answer") {
+		t.Fatalf("mallory's press answered %+v", a)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if llm.Count() != 1 {
+		t.Fatalf("the turn went on after mallory's press (%d model calls)", llm.Count())
+	}
+	if m, _ := tg.Message(group.ID, q.MessageID); m.ReplyMarkup == nil {
+		t.Fatal("mallory's press removed the buttons")
+	}
+
+	qid, err = tg.Click(alice, group.ID, q.MessageID, data["Allow once"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := queryAnswer(t, tg, qid); a.Alert || a.Text != "Allow once" {
+		t.Fatalf("alice's press answered %+v", a)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := tg.Wait(ctx, func() bool {
+		for _, s := range tg.Messages(group.ID) {
+			if s.Text == "Cleaned up." {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no answer after the approval; stderr:\n%s", p.stderr)
+	}
+	if res := lastToolResult(t, llm); !strings.Contains(res, "ran-after-approval") {
+		t.Fatalf("the command's result %q; it should have run", res)
+	}
+	if m, _ := tg.Message(group.ID, q.MessageID); m.ReplyMarkup != nil || !strings.Contains(m.Text, "Allowed once by 4242") {
+		t.Fatalf("question after the decision: %q (keyboard %v)", m.Text, m.ReplyMarkup)
+	}
+	audits := auditLines(t, dataDir, "approval")
+	if len(audits) != 2 || !strings.Contains(audits[0], `"refused":"not admitted to the conversation"`) ||
+		!strings.Contains(audits[1], `"choice":"once"`) || !strings.Contains(audits[1], `"by":"4242"`) {
+		t.Fatalf("audit: %q", audits)
+	}
+}
+
+// TestUpApprovalTelegramKill9: conch is killed (SIGKILL) while a question
+// is open. After the restart the question is still answerable: the press
+// on the old message decides it, the turn resumes at the waiting call
+// (without asking the model again), the command runs once and the turn
+// answers once.
+func TestUpApprovalTelegramKill9(t *testing.T) {
+	testenv.Short(t)
+	llm := fakellm.New(t)
+	tg := tgfake.Start(t)
+	alice := tgfake.Person(4242, "alice", "Alice")
+	chat := tgfake.PrivateChat(alice)
+	env, _ := approvalsEnv(t, llm, tg, "4242")
+
+	llm.Push(fakellm.ToolCall("bash", approvalCommand))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "telegram polling")
+	tg.SendText(alice, chat, "clean up the junk")
+	q, data := question(t, tg, chat.ID, p)
+	p.kill9(t)
+
+	llm.Push(fakellm.Text("Cleaned up after the restart."))
+	p = startConch(t, env, "up")
+	p.waitStderr(t, "telegram polling")
+	qid, err := tg.Click(alice, chat.ID, q.MessageID, data["Allow once"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := queryAnswer(t, tg, qid); a.Alert {
+		t.Fatalf("the press after the restart was refused: %+v; stderr:\n%s", a, p.stderr)
+	}
+	var answers []string
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := tg.Wait(ctx, func() bool {
+		answers = answers[:0]
+		for _, s := range tg.Messages(chat.ID) {
+			if strings.HasPrefix(s.Text, "Cleaned up") {
+				answers = append(answers, s.Text)
+			}
+		}
+		return len(answers) > 0
+	}); err != nil {
+		t.Fatalf("no answer after the restart; stderr:\n%s", p.stderr)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	n := 0
+	for _, s := range tg.Messages(chat.ID) {
+		if strings.HasPrefix(s.Text, "Cleaned up") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d answers, want exactly 1", n)
+	}
+	if llm.Count() != 2 {
+		t.Fatalf("the model was asked %d times, want 2 (the tool call, then the answer after the resumed call)", llm.Count())
+	}
+	res := lastToolResult(t, llm)
+	if !strings.Contains(res, "ran-after-approval") || strings.Contains(res, "interrupted") {
+		t.Fatalf("the resumed call's result %q; it should have run after the press", res)
+	}
+}
+
+// TestWebApprovalInBrowser: in headless Chromium, a command the policy
+// names shows as a question with three buttons in the web chat; "Allow for
+// this conversation" runs it, and a second command of the same rule in a
+// later turn runs without asking (the grant); the question shows its
+// outcome after a reload, from the event log.
+func TestWebApprovalInBrowser(t *testing.T) {
+	testenv.Short(t)
+	b := browser.Start(t)
+	e := engine.Docker(t)
+	llm := fakellm.New(t)
+	dir := t.TempDir()
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "aw" + hex.EncodeToString(buf)
+	addr := freeAddr(t)
+	env := append(testEnv(llm, fakellm.OpenAI, dir), "CONCH_GATEWAY_LISTEN="+addr, "CONCH_TOOLS_APPROVE=rm -rf *")
+	env = append(env, engineEnv(t, e, instance)...)
+	instanceContainers(t, e.Client(t), instance)
+
+	llm.Push(fakellm.ToolCall("bash", approvalCommand), fakellm.Text("Cleaned up."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "Web chat: open")
+	ctx := b.Context()
+	browser.Run(t, ctx, "ask",
+		chromedp.Navigate(webURL(t, env)),
+		chromedp.WaitVisible(`#conn.connected`, chromedp.ByQuery),
+		chromedp.SendKeys("#input", "clean up the junk", chromedp.ByID),
+		enter(),
+		chromedp.WaitVisible(`.approval button.approval-conversation`, chromedp.ByQuery),
+	)
+	var shown string
+	browser.Run(t, ctx, "question", chromedp.Text(`.approval .approval-command`, &shown, chromedp.ByQuery))
+	if !strings.Contains(shown, "rm -rf /workspace/junk") {
+		t.Fatalf("question shows %q", shown)
+	}
+	browser.Screenshot(t, ctx, "web-approval-question")
+	if llm.Count() != 1 {
+		t.Fatalf("the turn went on before the click (%d model calls)", llm.Count())
+	}
+	browser.Run(t, ctx, "allow",
+		chromedp.Click(`.approval button.approval-conversation`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//div[contains(@class,"approval") and contains(@class,"allowed")]//div[contains(., "Allowed for this conversation by owner")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//div[contains(@class,"assistant") and contains(., "Cleaned up.")]`, chromedp.BySearch),
+	)
+	browser.Screenshot(t, ctx, "web-approval-decided")
+	if res := lastToolResult(t, llm); !strings.Contains(res, "ran-after-approval") {
+		t.Fatalf("the command's result %q; it should have run", res)
+	}
+
+	// The same rule again: allowed for this conversation, no question.
+	llm.Push(fakellm.ToolCall("bash", `{"command":"sh -c 'echo second-run && rm -rf /workspace/junk2'"}`), fakellm.Text("Cleaned again."))
+	browser.Run(t, ctx, "again",
+		chromedp.SendKeys("#input", "and the other junk", chromedp.ByID),
+		enter(),
+		chromedp.WaitVisible(`//div[contains(@class,"assistant") and contains(., "Cleaned again.")]`, chromedp.BySearch),
+	)
+	if res := lastToolResult(t, llm); !strings.Contains(res, "second-run") {
+		t.Fatalf("the second command's result %q", res)
+	}
+	var questions int
+	browser.Run(t, ctx, "reload",
+		chromedp.Reload(),
+		chromedp.WaitVisible(`//div[contains(@class,"assistant") and contains(., "Cleaned again.")]`, chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelectorAll(".approval.allowed").length + 10*document.querySelectorAll(".approval button").length`, &questions),
+	)
+	if questions != 1 {
+		t.Fatalf("after the reload: %d (allowed questions + 10×buttons), want one decided question", questions)
+	}
+}
