@@ -16,6 +16,7 @@ import (
 	"conch/internal/testenv/browser"
 	"conch/internal/testenv/engine"
 	"conch/internal/testenv/fakellm"
+	testmail "conch/internal/testenv/mail"
 	tgfake "conch/internal/testenv/telegram"
 )
 
@@ -304,5 +305,74 @@ func TestWebApprovalInBrowser(t *testing.T) {
 	)
 	if questions != 1 {
 		t.Fatalf("after the reload: %d (allowed questions + 10×buttons), want one decided question", questions)
+	}
+}
+
+// TestUpApprovalEmail: email has no buttons, so the question comes as a
+// mail in the thread, answered by a reply ("yes", above the quoted
+// question), with real dovecot and postfix. A stranger's "yes" in the same
+// thread decides nothing; the person's reply runs the command and the
+// thread gets the answer, the reply itself never reaching the model.
+func TestUpApprovalEmail(t *testing.T) {
+	testenv.Short(t)
+	ms := testmail.Start(t)
+	conchUser, alice := ms.AddUser(t, "conch"), ms.AddUser(t, "alice")
+	mallory := ms.AddUser(t, "mallory")
+	e := engine.Docker(t)
+	llm := fakellm.New(t)
+	dir := t.TempDir()
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "am" + hex.EncodeToString(buf)
+	instanceContainers(t, e.Client(t), instance)
+	env := append(testEnv(llm, fakellm.OpenAI, dir), "CONCH_GATEWAY_LISTEN=", "CONCH_TOOLS_APPROVE=rm -rf *")
+	env = append(env, emailEnv(ms, conchUser, alice)...)
+	env = append(env, "CONCH_EMAIL_ALLOW_FROM="+alice.Address)
+	env = append(env, engineEnv(t, e, instance)...)
+
+	llm.Push(fakellm.ToolCall("bash", approvalCommand), fakellm.Text("Cleaned up."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "email: watching mailbox")
+	ms.MustSend(t, alice.Address, []string{conchUser.Address}, personMail("Alice <"+alice.Address+">", conchUser.Address, "Junk", "j1@example.test", "Clean up the junk, please."))
+	msgs := ms.MustWait(t, alice, 1, 90*time.Second)
+	q := msgs[0]
+	if !strings.Contains(string(q.Raw), "rm -rf /workspace/junk") || !strings.Contains(string(q.Raw), "Reply") {
+		t.Fatalf("question mail:\n%s", q.Raw)
+	}
+	qid := q.Header.Get("Message-Id")
+	reply := func(from, id, body string) {
+		ms.MustSend(t, from, []string{conchUser.Address}, personMail(from, conchUser.Address, "Re: Junk", id, body,
+			"In-Reply-To: "+qid, "References: <j1@example.test> "+qid))
+	}
+	reply(mallory.Address, "m1@example.test", "yes\n\nOn Monday conch wrote:\n> Approval needed")
+	time.Sleep(2 * time.Second)
+	if llm.Count() != 1 {
+		t.Fatalf("a stranger's reply let the turn go on (%d model calls)", llm.Count())
+	}
+	reply(alice.Address, "j2@example.test", "yes\n\nOn Monday conch wrote:\n> Approval needed")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		all, _ := ms.Messages(alice)
+		found := false
+		for _, m := range all {
+			found = found || strings.Contains(string(m.Raw), "Cleaned up.")
+		}
+		if found {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("no answer after the reply; stderr:\n%s", p.stderr)
+	}
+	if res := lastToolResult(t, llm); !strings.Contains(res, "ran-after-approval") {
+		t.Fatalf("the command's result %q", res)
+	}
+	last, _ := llm.Last()
+	for _, m := range last.Messages {
+		if strings.TrimSpace(m.Text) == "yes" {
+			t.Fatalf("the reply that answered the question reached the model: %+v", last.Messages)
+		}
 	}
 }
