@@ -2,6 +2,7 @@ package conch
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 )
@@ -135,6 +136,11 @@ type ApprovalDecision struct {
 type Approver interface {
 	Approve(ctx context.Context, callID string, req ApprovalRequest) (ApprovalDecision, error)
 }
+
+// ErrAwaitingAnswer is (wrapped in) the error of Approve when conch shuts
+// down while the call waits: the question stays open, the call leaves no
+// result, and the resumed turn runs it again, finding its question.
+var ErrAwaitingAnswer = errors.New("the call waits for a person's answer; it goes on after the restart")
 
 // ApprovalPrompt is a question as a channel renders it.
 type ApprovalPrompt struct {

@@ -422,7 +422,7 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 	a.record(ctx, turn, conch.StepToolResult, detail)
 	emit(conch.ToolFinished{CallID: call.ID, Name: call.Name, Duration: took, IsError: out.IsError || err != nil, ExitCode: out.ExitCode, Summary: clip(firstLine(out.Content), 200)})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(err, conch.ErrAwaitingAnswer) {
 			return out, fmt.Errorf("tool %s: %w", call.Name, context.Cause(ctx))
 		}
 		a.opts.Logger.Error("tool failed", "turn", turn, "tool", call.Name, "err", err)

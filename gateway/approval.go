@@ -147,7 +147,7 @@ func (g *Gateway) waitApproval(ctx context.Context, a conch.Approval) (conch.App
 			if g.shuttingDown() {
 				// The question stays open: after the restart the turn
 				// resumes at this call, which finds it (answered or not).
-				return conch.ApprovalDecision{}, context.Cause(ctx)
+				return conch.ApprovalDecision{}, fmt.Errorf("%w: %w", conch.ErrAwaitingAnswer, context.Cause(ctx))
 			}
 			if _, err := g.decideApproval(context.WithoutCancel(ctx), cur, conch.ApprovalDecision{Choice: conch.ApproveDeny, Reason: conch.ApprovalReasonTurnEnded}); err != nil {
 				g.log.Warn("record the end of a question", "approval", cur.ID, "err", err)
