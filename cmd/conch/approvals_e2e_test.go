@@ -17,6 +17,7 @@ import (
 	"conch/internal/testenv/engine"
 	"conch/internal/testenv/fakellm"
 	testmail "conch/internal/testenv/mail"
+	slackfake "conch/internal/testenv/slack"
 	tgfake "conch/internal/testenv/telegram"
 )
 
@@ -374,5 +375,85 @@ func TestUpApprovalEmail(t *testing.T) {
 		if strings.TrimSpace(m.Text) == "yes" {
 			t.Fatalf("the reply that answered the question reached the model: %+v", last.Messages)
 		}
+	}
+}
+
+// TestUpApprovalSlack: in a Slack channel thread, the question comes with
+// buttons (an actions block); a member the allowlist does not admit
+// presses one and is told so privately (nothing runs); the admitted
+// person's "Deny" decides: the command does not run, the model reads the
+// denial, and the question's buttons are replaced by the outcome.
+func TestUpApprovalSlack(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	llm := fakellm.New(t)
+	sl := slackfake.Start(t)
+	alice := sl.Person("U0ALICE", "alice")
+	mallory := sl.Person("U0MALLORY", "mallory")
+	gen := sl.Channel("C0OPS", "ops")
+	dir := t.TempDir()
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "as" + hex.EncodeToString(buf)
+	instanceContainers(t, e.Client(t), instance)
+	env := append(slackEnv(t, llm, sl, dir, "U0ALICE"), engineEnv(t, e, instance)...)
+	env = append(env, "CONCH_TOOLS_APPROVE=rm -rf *")
+
+	llm.Push(fakellm.ToolCall("bash", approvalCommand), fakellm.Text("Left the junk alone."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "slack socket mode connected")
+	root := sl.Post(alice, gen, "<@"+sl.Bot.ID+"> clean up the junk")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var q slackfake.Sent
+	if err := sl.Wait(ctx, func() bool {
+		for _, s := range sl.Sent(gen) {
+			if s.Method == "chat.postMessage" && len(s.Blocks) > 0 {
+				q = s
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no question with buttons; stderr:\n%s", p.stderr)
+	}
+	if q.ThreadTS != root || !strings.Contains(string(q.Blocks), "rm -rf /workspace/junk") {
+		t.Fatalf("question %+v", q)
+	}
+	if err := sl.Click(mallory, gen, q.TS, "conch_approval_once"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sl.Wait(ctx, func() bool {
+		for _, s := range sl.Sent(gen) {
+			if s.Method == "chat.postEphemeral" && s.User == mallory.ID && strings.Contains(s.Text, "may not answer") {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("mallory was not told; sent %+v", sl.Sent(gen))
+	}
+	if llm.Count() != 1 {
+		t.Fatalf("the turn went on after mallory's press (%d model calls)", llm.Count())
+	}
+	if err := sl.Click(alice, gen, q.TS, "conch_approval_deny"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sl.Wait(ctx, func() bool {
+		for _, m := range sl.Messages(gen, root) {
+			if m.Text == "Left the junk alone." {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no answer after the denial; stderr:\n%s", p.stderr)
+	}
+	if res := lastToolResult(t, llm); strings.Contains(res, "ran-after-approval") || !strings.Contains(res, "denied") {
+		t.Fatalf("the command's result %q; it must not have run", res)
+	}
+	m, _ := sl.Message(gen, q.TS)
+	if len(m.Blocks) != 0 || !strings.Contains(m.Text, "Denied by U0ALICE") {
+		t.Fatalf("question after the decision: %q blocks %s", m.Text, m.Blocks)
 	}
 }
