@@ -14,6 +14,7 @@ import (
 
 	"conch/internal/testenv"
 	"conch/internal/testenv/browser"
+	dcfake "conch/internal/testenv/discord"
 	"conch/internal/testenv/engine"
 	"conch/internal/testenv/fakellm"
 	testmail "conch/internal/testenv/mail"
@@ -455,5 +456,87 @@ func TestUpApprovalSlack(t *testing.T) {
 	m, _ := sl.Message(gen, q.TS)
 	if len(m.Blocks) != 0 || !strings.Contains(m.Text, "Denied by U0ALICE") {
 		t.Fatalf("question after the decision: %q blocks %s", m.Text, m.Blocks)
+	}
+}
+
+// TestUpApprovalDiscord: in a server channel, the question comes with
+// buttons (an action row); a member the allowlist does not admit presses
+// one and gets an ephemeral refusal (nothing runs); the admitted person's
+// "Allow once" runs the command, the turn answers, and the question's
+// buttons are replaced by the outcome.
+func TestUpApprovalDiscord(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	llm := fakellm.New(t)
+	dc := dcfake.Start(t)
+	alice := dc.Person("2000000000000000001", "alice")
+	mallory := dc.Person("2000000000000000666", "mallory")
+	general := dc.TextChannel(e2eGuild, "general")
+	dir := t.TempDir()
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "ad" + hex.EncodeToString(buf)
+	instanceContainers(t, e.Client(t), instance)
+	env := append(discordEnv(t, llm, dc, dir, alice.ID), engineEnv(t, e, instance)...)
+	env = append(env, "CONCH_TOOLS_APPROVE=rm -rf *")
+
+	llm.Push(fakellm.ToolCall("bash", approvalCommand), fakellm.Text("Cleaned up."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "discord gateway session")
+	dc.Post(alice, general, "clean up the junk", dcfake.Mention())
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var q dcfake.Sent
+	if err := dc.Wait(ctx, func() bool {
+		for _, s := range dc.Sent(general) {
+			if s.Method == "create" && len(s.Components) > 0 {
+				q = s
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no question with buttons; stderr:\n%s", p.stderr)
+	}
+	if !strings.Contains(q.Content, "rm -rf /workspace/junk") || len(q.Components[0].Components) != 3 {
+		t.Fatalf("question %+v", q)
+	}
+	once := q.Components[0].Components[0].CustomID
+	if _, err := dc.Click(mallory, general, q.MessageID, once); err != nil {
+		t.Fatal(err)
+	}
+	if err := dc.Wait(ctx, func() bool {
+		for _, s := range dc.Sent(general) {
+			if s.Method == "interaction" && s.Ephemeral && strings.Contains(s.Content, "may not answer") {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("mallory was not told; sent %+v; stderr:\n%s", dc.Sent(general), p.stderr)
+	}
+	if llm.Count() != 1 {
+		t.Fatalf("the turn went on after mallory's press (%d model calls)", llm.Count())
+	}
+	if _, err := dc.Click(alice, general, q.MessageID, once); err != nil {
+		t.Fatal(err)
+	}
+	if err := dc.Wait(ctx, func() bool {
+		for _, m := range dc.Messages(general) {
+			if m.Content == "Cleaned up." {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no answer after the press; stderr:\n%s", p.stderr)
+	}
+	if res := lastToolResult(t, llm); !strings.Contains(res, "ran-after-approval") {
+		t.Fatalf("the command's result %q", res)
+	}
+	for _, m := range dc.Messages(general) {
+		if m.ID == q.MessageID && (len(m.Components) != 0 || !strings.Contains(m.Content, "Allowed once by "+alice.ID)) {
+			t.Fatalf("question after the decision: %q components %+v", m.Content, m.Components)
+		}
 	}
 }
