@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/id"
 
 	"conch/internal/testenv"
 	"conch/internal/testenv/browser"
 	dcfake "conch/internal/testenv/discord"
 	"conch/internal/testenv/engine"
 	"conch/internal/testenv/fakellm"
+	"conch/internal/testenv/homeserver"
 	testmail "conch/internal/testenv/mail"
 	slackfake "conch/internal/testenv/slack"
 	tgfake "conch/internal/testenv/telegram"
@@ -537,6 +540,96 @@ func TestUpApprovalDiscord(t *testing.T) {
 	for _, m := range dc.Messages(general) {
 		if m.ID == q.MessageID && (len(m.Components) != 0 || !strings.Contains(m.Content, "Allowed once by "+alice.ID)) {
 			t.Fatalf("question after the decision: %q components %+v", m.Content, m.Components)
+		}
+	}
+}
+
+// TestUpApprovalMatrix: Matrix has no buttons conch uses, so the question
+// comes as a message in the room (real dendrite), answered by a reply:
+// "yes" from a member the allowlist does not admit decides nothing; the
+// admitted person's "yes" runs the command, and the reply never reaches
+// the model.
+func TestUpApprovalMatrix(t *testing.T) {
+	testenv.Short(t)
+	hs := homeserver.Start(t)
+	e := engine.Docker(t)
+	botID, botToken, _ := hs.Register(t, "conch")
+	aliceID, aliceToken, _ := hs.Register(t, "alice")
+	malloryID, malloryToken, _ := hs.Register(t, "mallory")
+	llm := fakellm.New(t)
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "ax" + hex.EncodeToString(buf)
+	instanceContainers(t, e.Client(t), instance)
+	env := append(testEnv(llm, fakellm.OpenAI, t.TempDir()),
+		"CONCH_GATEWAY_LISTEN="+freeAddr(t),
+		"CONCH_MATRIX_HOMESERVER="+hs.URL,
+		"CONCH_MATRIX_USER_ID="+botID,
+		"CONCH_MATRIX_ACCESS_TOKEN="+botToken,
+		"CONCH_MATRIX_ALLOW_FROM="+aliceID,
+		"CONCH_MATRIX_GREETING=Hello, I am conch.",
+		"CONCH_TOOLS_APPROVE=rm -rf *",
+	)
+	env = append(env, engineEnv(t, e, instance)...)
+	llm.Push(fakellm.ToolCall("bash", approvalCommand), fakellm.Text("Cleaned up."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "matrix first sync")
+
+	alice := newMatrixUser(t, hs.URL, aliceID, aliceToken)
+	mallory := newMatrixUser(t, hs.URL, malloryID, malloryToken)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	room, err := alice.cli.CreateRoom(ctx, &mautrix.ReqCreateRoom{Preset: "private_chat", Invite: []id.UserID{id.UserID(botID), id.UserID(malloryID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mallory.cli.JoinRoomByID(ctx, room.RoomID); err != nil {
+		t.Fatal(err)
+	}
+	if g := alice.waitMessage(t, ctx, room.RoomID, botID); g.Body != "Hello, I am conch." {
+		t.Fatalf("greeting %q", g.Body)
+	}
+	if _, err := alice.cli.SendText(ctx, room.RoomID, "clean up the junk"); err != nil {
+		t.Fatal(err)
+	}
+	q := alice.waitMessage(t, ctx, room.RoomID, botID)
+	for i := 0; i < 5 && !strings.Contains(q.Body, "Approval needed"); i++ {
+		q = alice.waitMessage(t, ctx, room.RoomID, botID) // progress comes first
+	}
+	if !strings.Contains(q.Body, "rm -rf /workspace/junk") || !strings.Contains(q.Body, "Reply yes") && !strings.Contains(q.Body, "Reply **yes**") {
+		t.Fatalf("question %q; stderr:\n%s", q.Body, p.stderr)
+	}
+	if _, err := mallory.cli.SendText(ctx, room.RoomID, "yes"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if llm.Count() != 1 {
+		t.Fatalf("mallory's yes let the turn go on (%d model calls)", llm.Count())
+	}
+	if _, err := alice.cli.SendText(ctx, room.RoomID, "yes"); err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for {
+		m := alice.waitMessage(t, ctx, room.RoomID, botID)
+		bodies = append(bodies, m.Body)
+		if m.Body == "Cleaned up." {
+			break
+		}
+		if len(bodies) > 4 {
+			t.Fatalf("bot messages %q; stderr:\n%s", bodies, p.stderr)
+		}
+	}
+	if !strings.Contains(strings.Join(bodies, "\n"), "Allowed once by "+aliceID) {
+		t.Fatalf("no outcome among %q", bodies)
+	}
+	if res := lastToolResult(t, llm); !strings.Contains(res, "ran-after-approval") {
+		t.Fatalf("the command's result %q", res)
+	}
+	last, _ := llm.Last()
+	for _, m := range last.Messages {
+		if strings.TrimSpace(m.Text) == "yes" {
+			t.Fatalf("the answer reached the model: %+v", last.Messages)
 		}
 	}
 }
