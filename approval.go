@@ -118,6 +118,8 @@ type Approval struct {
 	// Used is when the waiting call took an allowing decision and went on
 	// (zero until then): a resumed turn runs the call again only before.
 	Used time.Time
+	// Shown is when the question reached its channel (zero until then).
+	Shown time.Time
 }
 
 // ApprovalDecision is what the tool that asked is told.
@@ -200,6 +202,8 @@ type ApprovalStore interface {
 	// UseApproval records that the waiting call took the decision and
 	// went on (Approval.Used).
 	UseApproval(ctx context.Context, id string, at time.Time) error
+	// ApprovalShown records that the question reached its channel.
+	ApprovalShown(ctx context.Context, id string, at time.Time) error
 	// OpenApprovals lists the conversation's open questions, oldest first
 	// (every conversation's when key is zero).
 	OpenApprovals(ctx context.Context, key ConversationKey) ([]Approval, error)

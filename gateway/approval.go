@@ -102,11 +102,19 @@ func (ta *turnApprover) Approve(ctx context.Context, callID string, req conch.Ap
 	if err != nil {
 		return conch.ApprovalDecision{}, fmt.Errorf("approval: %w", err)
 	}
-	if created {
+	switch {
+	case created:
 		log.Info("asking the conversation's people", "approval", a.ID, "kind", req.Kind, "title", req.Title)
 		g.hub.Publish(ctx, key, ta.turn.ID, conch.ApprovalAsked{ID: a.ID, Request: req, Deadline: a.Deadline})
 		g.showApproval(ctx, ta.turn, a)
-	} else if a.Status == conch.ApprovalOpen {
+	case a.Status == conch.ApprovalOpen && a.Shown.IsZero():
+		// Stored, but a crash came before it reached the channel.
+		// (Its event was kept before it was shown, unless the crash came
+		// between storing and publishing: then the web chat misses it and
+		// it is answered by reply or times out.)
+		log.Info("showing a question a crash kept from its channel", "approval", a.ID)
+		g.showApproval(ctx, ta.turn, a)
+	case a.Status == conch.ApprovalOpen:
 		log.Info("waiting again for the answer to a question asked before the restart", "approval", a.ID)
 	}
 	return g.waitApproval(ctx, a)
@@ -282,15 +290,21 @@ func (g *Gateway) showApproval(ctx context.Context, t conch.Turn, a conch.Approv
 	if !ok {
 		return
 	}
+	var err error
 	if ac, ok := ch.(conch.ApprovalChannel); ok {
-		if err := ac.SendApproval(ctx, g.prompt(t, a, true)); err != nil {
-			g.log.Error("question not delivered", "approval", a.ID, "conversation", a.Key, "err", err)
-		}
+		err = ac.SendApproval(ctx, g.prompt(t, a, true))
+	} else {
+		p := g.prompt(t, a, false)
+		err = ch.Send(ctx, conch.Outbound{Key: a.Key, Kind: conch.OutboundNotice, Text: p.Text, InReplyTo: p.InReplyTo, Thread: p.Thread, ID: p.OutboundID})
+	}
+	if err != nil {
+		// The question stays open (a reply or the web chat can still
+		// answer it); it times out as any other.
+		g.log.Error("question not delivered", "approval", a.ID, "conversation", a.Key, "err", err)
 		return
 	}
-	p := g.prompt(t, a, false)
-	if err := ch.Send(ctx, conch.Outbound{Key: a.Key, Kind: conch.OutboundNotice, Text: p.Text, InReplyTo: p.InReplyTo, Thread: p.Thread, ID: p.OutboundID}); err != nil {
-		g.log.Error("question not delivered", "approval", a.ID, "conversation", a.Key, "err", err)
+	if err := g.opts.Approvals.ApprovalShown(context.WithoutCancel(ctx), a.ID, g.opts.Now()); err != nil {
+		g.log.Warn("record a question shown", "approval", a.ID, "err", err)
 	}
 }
 

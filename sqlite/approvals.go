@@ -14,7 +14,7 @@ import (
 // Approvals (migration 0013): questions a person answers before a tool call
 // goes on, keyed by the call, and the conversation-wide grants.
 const (
-	sqlApprovalCols = `id, channel, conversation, turn, call_id, request, status, choice, reason, decided_by, created_at, deadline, decided_at, used_at`
+	sqlApprovalCols = `id, channel, conversation, turn, call_id, request, status, choice, reason, decided_by, created_at, deadline, decided_at, used_at, shown_at`
 	sqlAddApproval  = `INSERT INTO approvals (id, channel, conversation, turn, call_id, request, status, created_at, deadline)
 		VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?) ON CONFLICT (turn, call_id) DO NOTHING`
 	sqlApprovalByCall = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE turn = ? AND call_id = ?`
@@ -25,6 +25,7 @@ const (
 	sqlAllOpenApprovals = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE status = 'open' ORDER BY created_at, id`
 	sqlTurnApprovals    = `SELECT ` + sqlApprovalCols + ` FROM approvals WHERE turn = ?`
 	sqlUseApproval      = `UPDATE approvals SET used_at = ? WHERE id = ? AND used_at = 0`
+	sqlShownApproval    = `UPDATE approvals SET shown_at = ? WHERE id = ? AND shown_at = 0`
 	sqlGrant            = `INSERT INTO approval_grants (channel, conversation, scope, granted_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`
 	sqlGranted     = `SELECT 1 FROM approval_grants WHERE channel = ? AND conversation = ? AND scope = ?`
@@ -97,6 +98,14 @@ func (d *DB) DecideApproval(ctx context.Context, id string, dec conch.ApprovalDe
 func (d *DB) UseApproval(ctx context.Context, id string, at time.Time) error {
 	if _, err := d.w.ExecContext(ctx, sqlUseApproval, millis(at), id); err != nil {
 		return fmt.Errorf("use approval %q: %w", id, err)
+	}
+	return nil
+}
+
+// ApprovalShown implements conch.ApprovalStore.
+func (d *DB) ApprovalShown(ctx context.Context, id string, at time.Time) error {
+	if _, err := d.w.ExecContext(ctx, sqlShownApproval, millis(at), id); err != nil {
+		return fmt.Errorf("approval %q shown: %w", id, err)
 	}
 	return nil
 }
@@ -186,8 +195,8 @@ type rowScanner interface{ Scan(...any) error }
 func scanApproval(r rowScanner) (conch.Approval, error) {
 	var a conch.Approval
 	var ch, req, status, choice, by string
-	var turn, created, deadline, decided, used int64
-	if err := r.Scan(&a.ID, &ch, &a.Key.ID, &turn, &a.CallID, &req, &status, &choice, &a.Reason, &by, &created, &deadline, &decided, &used); err != nil {
+	var turn, created, deadline, decided, used, shown int64
+	if err := r.Scan(&a.ID, &ch, &a.Key.ID, &turn, &a.CallID, &req, &status, &choice, &a.Reason, &by, &created, &deadline, &decided, &used, &shown); err != nil {
 		return conch.Approval{}, err
 	}
 	if err := json.Unmarshal([]byte(req), &a.Request); err != nil {
@@ -204,6 +213,9 @@ func scanApproval(r rowScanner) (conch.Approval, error) {
 	}
 	if used > 0 {
 		a.Used = fromMillis(used)
+	}
+	if shown > 0 {
+		a.Shown = fromMillis(shown)
 	}
 	return a, nil
 }

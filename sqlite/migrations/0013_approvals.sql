@@ -20,6 +20,9 @@ CREATE TABLE approvals (
 	-- used_at: when the waiting call took an allowing decision and went on
 	-- to run; a resumed turn runs a call again only while this is 0.
 	used_at      INTEGER NOT NULL DEFAULT 0,
+	-- shown_at: when the question reached its channel; a question stored
+	-- but not shown before a crash is shown when its call asks again.
+	shown_at     INTEGER NOT NULL DEFAULT 0,
 	UNIQUE (turn, call_id)
 ) STRICT;
 CREATE INDEX approvals_open ON approvals (channel, conversation, created_at) WHERE status = 'open';
