@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"conch"
+	"conch/channel/internal/markdown"
 )
 
 // Approval questions are messages with an actions block, one button per
@@ -31,7 +32,7 @@ func (c *Channel) SendApproval(ctx context.Context, p conch.ApprovalPrompt) erro
 	if err != nil {
 		return err
 	}
-	body := c.render.single(p.Text, 2900) // a section's text is at most 3000 characters
+	body := markdown.SlackSingle(p.Text, 2900) // a section's text is at most 3000 characters
 	buttons := make([]slack.BlockElement, 0, len(p.Choices))
 	for _, ch := range p.Choices {
 		b := slack.NewButtonBlockElement(actionPrefix+string(ch), p.ID+":"+string(ch), slack.NewTextBlockObject(slack.PlainTextType, ch.Label(), false, false))
@@ -47,7 +48,7 @@ func (c *Channel) SendApproval(ctx context.Context, p conch.ApprovalPrompt) erro
 		slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, body, false, false), nil, nil),
 		slack.NewActionBlock("conch_approval_"+p.ID, buttons...),
 	}
-	opts := []slack.MsgOption{slack.MsgOptionText(plainMrkdwn(body), false), slack.MsgOptionBlocks(blocks...), slack.MsgOptionDisableLinkUnfurl()}
+	opts := []slack.MsgOption{slack.MsgOptionText(markdown.SlackPlain(body), false), slack.MsgOptionBlocks(blocks...), slack.MsgOptionDisableLinkUnfurl()}
 	if thread != "" {
 		opts = append(opts, slack.MsgOptionTS(thread))
 	}
@@ -83,7 +84,7 @@ func (c *Channel) ApprovalDecided(ctx context.Context, p conch.ApprovalPrompt, o
 	m, ok := c.questions[p.ID]
 	delete(c.questions, p.ID)
 	c.mu.Unlock()
-	text := c.render.single(outcome, maxMessageLen)
+	text := markdown.SlackSingle(outcome, markdown.SlackMaxText)
 	if ok {
 		err := c.call(ctx, "chat.update", 2, func(ctx context.Context) error {
 			_, _, _, err := c.api.UpdateMessageContext(ctx, m.channel, m.ts, slack.MsgOptionText(text, false), slack.MsgOptionBlocks())
