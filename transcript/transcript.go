@@ -39,23 +39,23 @@ type Turn struct {
 // ("turn"), a message ("message") or a recorded step (its kind, with the
 // recorded detail as it is).
 type Entry struct {
-	Turn       conch.TurnID      `json:"turn"`
-	At         time.Time         `json:"at"`
-	Type       string            `json:"type"`
-	Status     conch.TurnStatus  `json:"status,omitempty"`
-	Reason     string            `json:"reason,omitempty"`
-	Attempts   int               `json:"attempts,omitempty"`
-	Sender     conch.UserID      `json:"sender,omitempty"`
-	Origin     conch.OriginKind  `json:"origin,omitempty"`
-	Role       conch.Role        `json:"role,omitempty"`
-	Text       string            `json:"text,omitempty"`
-	Note       bool              `json:"note,omitempty"`
-	ToolCalls  []Call  `json:"tool_calls,omitempty"`
-	ToolResult *Result `json:"tool_result,omitempty"`
-	Detail     json.RawMessage   `json:"detail,omitempty"`
+	Turn       conch.TurnID     `json:"turn"`
+	At         time.Time        `json:"at"`
+	Type       string           `json:"type"`
+	Status     conch.TurnStatus `json:"status,omitempty"`
+	Reason     string           `json:"reason,omitempty"`
+	Attempts   int              `json:"attempts,omitempty"`
+	Sender     conch.UserID     `json:"sender,omitempty"`
+	Origin     conch.OriginKind `json:"origin,omitempty"`
+	Role       conch.Role       `json:"role,omitempty"`
+	Text       string           `json:"text,omitempty"`
+	Note       bool             `json:"note,omitempty"`
+	ToolCalls  []Call           `json:"tool_calls,omitempty"`
+	ToolResult *Result          `json:"tool_result,omitempty"`
+	Detail     json.RawMessage  `json:"detail,omitempty"`
 	// Usage is on the turn's line: its model calls added up.
-	Usage   *Usage          `json:"usage,omitempty"`
-	step    conch.StepKind      // for ordering and rendering
+	Usage   *Usage             `json:"usage,omitempty"`
+	step    conch.StepKind     // for ordering and rendering
 	message *conch.TurnMessage // for rendering
 }
 
