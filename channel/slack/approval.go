@@ -15,12 +15,12 @@ import (
 
 // Approval questions are messages with an actions block, one button per
 // choice (action_id "conch_approval_<choice>", value "<id>:<choice>"); a
-// press comes back over Socket Mode as a block_actions interaction. The
-// gateway decides whether the person may answer; a refusal is shown to the
-// presser alone (chat.postEphemeral); the outcome replaces the question's
-// buttons (chat.update with no blocks). With the Events API option presses
-// do not reach conch (no interactivity URL is served): people answer by
-// replying yes/always/no, as on channels without buttons.
+// press comes back as a block_actions interaction: over Socket Mode, or
+// with the Events API at InteractionsPath (events.go). The gateway decides
+// whether the person may answer; a refusal is shown to the presser alone
+// (chat.postEphemeral); the outcome replaces the question's buttons
+// (chat.update with no blocks). The app needs interactivity enabled
+// (docs/slack-app.yaml).
 
 var _ conch.ApprovalChannel = (*Channel)(nil)
 

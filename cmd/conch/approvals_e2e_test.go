@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -631,5 +632,88 @@ func TestUpApprovalMatrix(t *testing.T) {
 		if strings.TrimSpace(m.Text) == "yes" {
 			t.Fatalf("the answer reached the model: %+v", last.Messages)
 		}
+	}
+}
+
+// TestUpApprovalSlackEventsAPI: with the Events API instead of Socket
+// Mode, presses come to the Interactivity Request URL as signed forms; a
+// forged one is refused, the person's press decides.
+func TestUpApprovalSlackEventsAPI(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	llm := fakellm.New(t)
+	sl := slackfake.Start(t)
+	alice := sl.Person("U0ALICE", "alice")
+	const secret = "e2e-signing-secret-0123456789"
+	buf := make([]byte, 4)
+	rand.Read(buf)
+	instance := "ae" + hex.EncodeToString(buf)
+	instanceContainers(t, e.Client(t), instance)
+	env := append(slackEnv(t, llm, sl, t.TempDir(), "U0ALICE"), "CONCH_SLACK_MODE=events", "CONCH_SLACK_SIGNING_SECRET="+secret,
+		"CONCH_SLACK_APP_TOKEN=", "CONCH_TOOLS_APPROVE=rm -rf *")
+	env = append(env, engineEnv(t, e, instance)...)
+	var addr string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "CONCH_GATEWAY_LISTEN="); ok {
+			addr = v
+		}
+	}
+	llm.Push(fakellm.ToolCall("bash", approvalCommand), fakellm.Text("Cleaned up."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "slack events api")
+	events, interactions := "http://"+addr+"/slack/events", "http://"+addr+"/slack/interactions"
+	deadline := time.Now().Add(30 * time.Second)
+	for err := sl.VerifyURL(events, secret); err != nil; err = sl.VerifyURL(events, secret) {
+		if time.Now().After(deadline) {
+			t.Fatalf("url verification: %v; stderr:\n%s", err, p.stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sl.DeliverEvents(events, secret)
+	sl.DeliverInteractions(interactions)
+	dm := sl.DM(alice)
+	sl.Post(alice, dm, "clean up the junk")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var q slackfake.Sent
+	if err := sl.Wait(ctx, func() bool {
+		for _, s := range sl.Sent(dm) {
+			if s.Method == "chat.postMessage" && len(s.Blocks) > 0 {
+				q = s
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no question with buttons; stderr:\n%s", p.stderr)
+	}
+	forged := slackfake.SignedRequest(interactions, "wrong-secret", time.Now(), []byte("payload=%7B%7D"))
+	forged.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged press: HTTP %d", resp.StatusCode)
+	}
+	if err := sl.Click(alice, dm, q.TS, "conch_approval_once"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sl.Wait(ctx, func() bool {
+		for _, m := range sl.Messages(dm, "") {
+			if m.Text == "Cleaned up." {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no answer after the press (posts %v); stderr:\n%s", sl.InteractionPosts(), p.stderr)
+	}
+	if posts := sl.InteractionPosts(); len(posts) != 1 || posts[0] != http.StatusOK {
+		t.Fatalf("interaction posts %v", posts)
+	}
+	if res := lastToolResult(t, llm); !strings.Contains(res, "ran-after-approval") {
+		t.Fatalf("the command's result %q", res)
 	}
 }

@@ -175,9 +175,6 @@ func (s *Server) Click(u User, channel, ts, actionID string) error {
 	if action == nil {
 		return fmt.Errorf("slack fake: message %s has no button %q", ts, actionID)
 	}
-	if s.eventsURL != "" {
-		return fmt.Errorf("slack fake: interactions over the Events API request URL are not modelled")
-	}
 	payload := map[string]any{
 		"type":       "block_actions",
 		"user":       map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": u.Team},
@@ -193,6 +190,15 @@ func (s *Server) Click(u User, channel, ts, actionID string) error {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return err
+	}
+	if s.eventsURL != "" {
+		// The Events API's app gets presses at its Interactivity Request
+		// URL: a signed form, payload=<json>, not retried.
+		if s.interactionsURL == "" {
+			return fmt.Errorf("slack fake: no interactivity request URL (DeliverInteractions)")
+		}
+		go s.postInteraction(s.interactionsURL, s.signingSecret, b)
+		return nil
 	}
 	s.enqueueTypeLocked(b, "interactive")
 	s.notifyLocked()

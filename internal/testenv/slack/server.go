@@ -172,10 +172,13 @@ type Server struct {
 	signingSecret string
 	eventsQueue   chan *envelope
 	eventPosts    []int
-	acks          []string
-	opened        int
-	clock         int64
-	nextID        int
+	// interactionsURL receives button presses in Events API mode.
+	interactionsURL  string
+	interactionPosts []int
+	acks             []string
+	opened           int
+	clock            int64
+	nextID           int
 }
 
 // Start runs a server for the test; it stops when the test ends.
