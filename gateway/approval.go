@@ -94,6 +94,12 @@ func (ta *turnApprover) Approve(ctx context.Context, callID string, req conch.Ap
 	if err != nil {
 		return conch.ApprovalDecision{}, err
 	}
+	if callID == "" {
+		// A call without an id cannot be found again after a restart;
+		// it must not share a question with another one either.
+		callID = "unnamed-" + id
+		req.Resumable = false
+	}
 	now := g.opts.Now()
 	a, created, err := st.AddApproval(ctx, conch.Approval{
 		ID: id, Key: key, Turn: ta.turn.ID, CallID: callID, Request: req,
