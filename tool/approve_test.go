@@ -1,7 +1,12 @@
 package tool
 
 import (
+	"context"
+	"encoding/json"
+	"strings"
 	"testing"
+
+	"conch"
 )
 
 // TestApprovePolicyHostileCorpus matches the policy against commands that
@@ -155,5 +160,40 @@ func TestApprovePolicyPatterns(t *testing.T) {
 		if got := globMatch(c.pat, c.s); got != c.want {
 			t.Errorf("globMatch(%q, %q) = %v, want %v", c.pat, c.s, got, c.want)
 		}
+	}
+}
+
+type denyAll struct{ asked []conch.ApprovalRequest }
+
+func (d *denyAll) Approve(_ context.Context, _ string, req conch.ApprovalRequest) (conch.ApprovalDecision, error) {
+	d.asked = append(d.asked, req)
+	return conch.ApprovalDecision{Choice: conch.ApproveDeny, Reason: conch.ApprovalReasonPerson, By: "alice"}, nil
+}
+
+// TestBashApprovalRefusals: a command the policy names is refused when
+// nobody can be asked (conch's MCP server) and when the person denies it,
+// before any sandbox is touched; the question names the command and rule.
+func TestBashApprovalRefusals(t *testing.T) {
+	p, _ := NewApprovePolicy([]string{"git push *"})
+	b := NewBash(BashOptions{Approve: p})
+	env := conch.ToolEnv{Conversation: conch.ConversationKey{Channel: conch.ChannelCLI, ID: "x"}, CallID: "c1"}
+	out, err := b.Run(context.Background(), env, json.RawMessage(`{"command":"sh -c 'git push origin main'"}`))
+	if err != nil || !out.IsError || !strings.Contains(out.Content, "nobody can be asked") {
+		t.Fatalf("nobody to ask: %+v %v", out, err)
+	}
+	people := &denyAll{}
+	env.Approvals = people
+	out, err = b.Run(context.Background(), env, json.RawMessage(`{"command":"sh -c 'git push origin main'"}`))
+	if err != nil || !out.IsError || !strings.Contains(out.Content, "alice denied this command") {
+		t.Fatalf("denied: %+v %v", out, err)
+	}
+	if len(people.asked) != 1 || people.asked[0].Title != "sh -c 'git push origin main'" || people.asked[0].Scope != "command:git push *" ||
+		!people.asked[0].Resumable || !strings.Contains(people.asked[0].Detail, "through `git push origin main`") {
+		t.Fatalf("question %+v", people.asked)
+	}
+	// A command the policy does not name is not asked about.
+	out, _ = b.Run(context.Background(), env, json.RawMessage(`{"command":"git status"}`))
+	if len(people.asked) != 1 || strings.Contains(out.Content, "denied") {
+		t.Fatalf("git status was asked about: %+v", out)
 	}
 }
