@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"maunium.net/go/mautrix"
+	"maunium.net/go/mautrix/event"
 	"maunium.net/go/mautrix/id"
 
 	"conch/internal/testenv"
@@ -545,11 +546,11 @@ func TestUpApprovalDiscord(t *testing.T) {
 	}
 }
 
-// TestUpApprovalMatrix: Matrix has no buttons conch uses, so the question
-// comes as a message in the room (real dendrite), answered by a reply:
-// "yes" from a member the allowlist does not admit decides nothing; the
-// admitted person's "yes" runs the command, and the reply never reaches
-// the model.
+// TestUpApprovalMatrix: Matrix has no buttons, so the question comes as a
+// message in the room (real dendrite), answered by a reaction (👍 once,
+// ✅ this conversation, 👎 deny) or a reply. A member the allowlist does not
+// admit reacts 👍 and replies "yes": neither decides; the admitted
+// person's 👍 runs the command, and no answer reaches the model.
 func TestUpApprovalMatrix(t *testing.T) {
 	testenv.Short(t)
 	hs := homeserver.Start(t)
@@ -593,21 +594,24 @@ func TestUpApprovalMatrix(t *testing.T) {
 	if _, err := alice.cli.SendText(ctx, room.RoomID, "clean up the junk"); err != nil {
 		t.Fatal(err)
 	}
-	q := alice.waitMessage(t, ctx, room.RoomID, botID)
-	for i := 0; i < 5 && !strings.Contains(q.Body, "Approval needed"); i++ {
-		q = alice.waitMessage(t, ctx, room.RoomID, botID) // progress comes first
+	q := alice.waitMessageEvent(t, ctx, room.RoomID, botID)
+	for i := 0; i < 5 && !strings.Contains(q.Content.AsMessage().Body, "Approval needed"); i++ {
+		q = alice.waitMessageEvent(t, ctx, room.RoomID, botID) // progress comes first
 	}
-	if !strings.Contains(q.Body, "rm -rf /workspace/junk") || !strings.Contains(q.Body, "Reply yes") && !strings.Contains(q.Body, "Reply **yes**") {
-		t.Fatalf("question %q; stderr:\n%s", q.Body, p.stderr)
+	if body := q.Content.AsMessage().Body; !strings.Contains(body, "rm -rf /workspace/junk") || !strings.Contains(body, "React 👍") {
+		t.Fatalf("question %q; stderr:\n%s", body, p.stderr)
+	}
+	if _, err := mallory.cli.SendReaction(ctx, room.RoomID, q.ID, "👍"); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := mallory.cli.SendText(ctx, room.RoomID, "yes"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
 	if llm.Count() != 1 {
-		t.Fatalf("mallory's yes let the turn go on (%d model calls)", llm.Count())
+		t.Fatalf("mallory's reaction or reply let the turn go on (%d model calls)", llm.Count())
 	}
-	if _, err := alice.cli.SendText(ctx, room.RoomID, "yes"); err != nil {
+	if _, err := alice.cli.SendReaction(ctx, room.RoomID, q.ID, "👍"); err != nil {
 		t.Fatal(err)
 	}
 	var bodies []string
@@ -630,7 +634,29 @@ func TestUpApprovalMatrix(t *testing.T) {
 	last, _ := llm.Last()
 	for _, m := range last.Messages {
 		if strings.TrimSpace(m.Text) == "yes" {
-			t.Fatalf("the answer reached the model: %+v", last.Messages)
+			t.Fatalf("a reply reached the model: %+v", last.Messages)
+		}
+	}
+}
+
+// waitMessageEvent is waitMessage returning the whole event (its id).
+func (u *matrixUser) waitMessageEvent(t *testing.T, ctx context.Context, room id.RoomID, sender string) *event.Event {
+	t.Helper()
+	for {
+		u.mu.Lock()
+		for i, evt := range u.msgs {
+			if evt.RoomID == room && string(evt.Sender) == sender {
+				u.msgs = append(u.msgs[:i:i], u.msgs[i+1:]...)
+				u.mu.Unlock()
+				_ = evt.Content.ParseRaw(evt.Type)
+				return evt
+			}
+		}
+		u.mu.Unlock()
+		select {
+		case <-u.note:
+		case <-ctx.Done():
+			t.Fatalf("no message from %s in %s", sender, room)
 		}
 	}
 }
