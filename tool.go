@@ -42,6 +42,13 @@ type ToolEnv struct {
 	// Progress reports work in progress to the conversation; never nil
 	// when set by the agent loop (a no-op otherwise).
 	Progress func(text string)
+	// CallID is the model's id of the tool call being run (set by the
+	// agent loop): an approval is keyed by it, so the same call asking
+	// again after a restart finds its question.
+	CallID string
+	// Approvals asks the conversation's people (approval.go); nil when
+	// nobody can be asked: a tool that needs an answer then refuses.
+	Approvals Approver
 }
 
 // Sandbox returns the conversation's sandbox, creating it on first use.

@@ -73,6 +73,9 @@ type Options struct {
 	// most MaxPreStopRounds times per turn. Nil or no lines: the answer stands.
 	// The stage's summary is emitted as an event when hooks ran.
 	PreStop func(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string) conch.HookRan
+	// Approvals, when set, lets a resumed turn go on at a tool call that
+	// was waiting for a person's answer when conch stopped (resume.go).
+	Approvals TurnApprovals
 	// Secrets are replaced by Redacted in every tool result, tool error and
 	// progress line before the model, the store or any channel sees them
 	// (defence in depth: the configured API keys, tokens and passwords).
@@ -239,6 +242,9 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	}
 	if t.answered != "" {
 		return Result{Text: t.answered, Attachments: t.files}, nil
+	}
+	if err := t.resumeWaiting(ctx); err != nil {
+		return t.res, err
 	}
 	for step := 0; step < a.opts.MaxTurns; step++ {
 		req, used, err := t.request(ctx)
@@ -422,6 +428,7 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 	case !json.Valid(orEmptyObject(call.Arguments)):
 		out = conch.ToolFail(fmt.Sprintf("the arguments of %s are not valid JSON: %s", call.Name, clip(string(call.Arguments), 200)))
 	default:
+		env.CallID = call.ID
 		out, err = tool.Run(ctx, env, orEmptyObject(call.Arguments))
 		out.Content, err = a.redact(out.Content), a.redactErr(err)
 	}
@@ -433,7 +440,7 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 	a.record(ctx, turn, conch.StepToolResult, detail)
 	emit(conch.ToolFinished{CallID: call.ID, Name: call.Name, Duration: took, IsError: out.IsError || err != nil, ExitCode: out.ExitCode, Summary: clip(firstLine(out.Content), 200)})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(err, conch.ErrAwaitingAnswer) {
 			return out, fmt.Errorf("tool %s: %w", call.Name, context.Cause(ctx))
 		}
 		a.opts.Logger.Error("tool failed", "turn", turn, "tool", call.Name, "err", err)

@@ -278,6 +278,12 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 		}
 		t.lastCall = sig
 		out, err := a.runTool(ctx, turn, t.env, call, t.emit)
+		if errors.Is(err, conch.ErrAwaitingAnswer) {
+			// Shut down while waiting for a person: the call keeps no
+			// result, so the resumed turn runs it again (resume.go).
+			a.skipCalls(ctx, turn, resp.ToolCalls[i+1:], "not run: the turn ended with an error")
+			return t.res, true, err
+		}
 		if err != nil {
 			a.skipCalls(ctx, turn, resp.ToolCalls[i:], "not run: the turn ended with an error")
 			return t.res, true, err

@@ -106,7 +106,15 @@ type Options struct {
 	// Hooks, when set, runs the conversation's turn hooks around each turn.
 	Hooks Hooks
 	// Usage, when set, answers /usage and adds a line to /status.
-	Usage  Usage
+	Usage Usage
+	// Approvals keeps the questions tools ask the conversation's people
+	// (approval.go); without it a tool that needs an answer refuses.
+	Approvals conch.ApprovalStore
+	// ApprovalTimeout is how long a question waits before it is denied
+	// (default DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
+	// Audit records every decision on a question.
+	Audit  conch.AuditStore
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -125,6 +133,8 @@ type Gateway struct {
 
 	// order serialises storing and queueing a conversation's messages.
 	order orderLocks
+	// waiters wake tool calls waiting on a question.
+	waiters approvalWaiters
 
 	mu  sync.Mutex
 	ctx context.Context // lifetime of Run; nil before Run
@@ -187,6 +197,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.EditInterval <= 0 {
 		opts.EditInterval = time.Second
+	}
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if opts.MaxAttachmentBytes <= 0 {
 		opts.MaxAttachmentBytes = conch.MaxAttachmentSize
@@ -261,6 +274,7 @@ func (g *Gateway) Run(ctx context.Context, channels ...Attached) error {
 		}
 		return err
 	}
+	g.settleApprovals(ctx)
 	if err := g.resume(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

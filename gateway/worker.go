@@ -173,6 +173,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn,
 			User:         conch.UserKey{Channel: c.key.Channel, ID: t.Inbound.Sender},
 			Sandboxes:    g.sandboxes(),
 			Facts:        g.opts.Facts,
+			Approvals:    g.approver(t),
 		},
 		Events: func(d conch.EventData) { g.hub.Publish(ctx, c.key, t.ID, d) },
 	})

@@ -186,6 +186,10 @@ func (c *Channel) onDecrypted(ctx context.Context, evt *event.Event, late bool) 
 	c.mu.Lock()
 	delete(c.undecrypted, evt.RoomID)
 	c.mu.Unlock()
+	if evt.Type == event.EventReaction && !late {
+		c.onReaction(ctx, evt)
+		return nil
+	}
 	if evt.Type != event.EventMessage {
 		return nil
 	}

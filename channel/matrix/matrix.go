@@ -59,8 +59,10 @@ type Channel struct {
 	encrypted   map[id.RoomID]bool // encryption state checked with the server
 	undecrypted map[id.RoomID]*decryptProblem
 	editTypes   map[id.EventID]event.MessageType
-	syncErr     error
-	syncErrAt   time.Time
+	// questions are the approval questions this run sent, by event.
+	questions map[id.EventID]string
+	syncErr   error
+	syncErrAt time.Time
 }
 
 type decryptProblem struct {
@@ -196,6 +198,7 @@ func (c *Channel) start(ctx context.Context) error {
 	syncer.OnEventType(event.StateEncryption, c.onEncryption)
 	syncer.OnEventType(event.StateMember, c.onMember)
 	syncer.OnEventType(event.EventMessage, c.onMessage)
+	syncer.OnEventType(event.EventReaction, c.onReaction)
 	if err := crypto.resumePending(ctx); err != nil {
 		return fmt.Errorf("matrix: %w", err)
 	}

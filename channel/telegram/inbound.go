@@ -29,6 +29,8 @@ func (c *Channel) handle(ctx context.Context, u *models.Update) error {
 		return c.onMessage(ctx, u.Message)
 	case u.MyChatMember != nil:
 		c.onMembership(ctx, u.MyChatMember)
+	case u.CallbackQuery != nil:
+		return c.onCallback(ctx, u.CallbackQuery)
 	}
 	return nil
 }

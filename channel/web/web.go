@@ -221,6 +221,7 @@ func (c *Channel) Register(mux *http.ServeMux) {
 	mux.Handle("GET /api/dashboard", c.api(c.dashboard))
 	mux.Handle("GET /api/audit", c.api(c.audit))
 	mux.Handle("POST /api/control", c.api(c.control))
+	mux.Handle("POST /api/approvals", c.api(c.answerApproval))
 	mux.Handle("GET /api/terminal", c.api(c.terminalSocket))
 	if c.opts.Metrics != nil {
 		mux.Handle("GET /metrics", c.api(c.opts.Metrics.ServeHTTP))

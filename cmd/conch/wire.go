@@ -297,6 +297,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		MaxTokens:     d.cfg.Model.MaxTokens,
 		ContextWindow: window,
 		Context:       d.db,
+		Approvals:     d.db,
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
@@ -370,7 +371,7 @@ func tools(d *deps) ([]conch.Tool, error) {
 			return nil, err
 		}
 		co := coderOptions(d, profile)
-		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co})...)
+		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co, Person: d.cfg.Coder.Approvals == "person"})...)
 	}
 	return ts, nil
 }
@@ -381,8 +382,13 @@ func tools(d *deps) ([]conch.Tool, error) {
 func computerTools(d *deps) []conch.Tool {
 	tc := d.cfg.Tools
 	files := tool.FilesOptions{Auditor: d.audit}
+	// config.Validate refused the patterns NewApprovePolicy would.
+	approve, err := tool.NewApprovePolicy(tc.Approve)
+	if err != nil {
+		d.log.Error("tools.approve", "err", err)
+	}
 	ts := []conch.Tool{
-		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
+		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit, Approve: approve}),
 		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
 	}
 	return append(ts, tool.TerminalTools(d.terminals)...)
@@ -493,7 +499,7 @@ func coderOptions(d *deps, p coder.Profile) coder.Options {
 			"HTTPS_PROXY=" + origin, "https_proxy=" + origin, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
 		},
 		Route: d.coder.route,
-		Ask:   d.cfg.Coder.Approvals == "ask",
+		Ask:   d.cfg.Coder.Approvals == "ask" || d.cfg.Coder.Approvals == "person",
 	}
 }
 
@@ -517,6 +523,7 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 		Store: d.db, Agent: ag, Facts: d.db,
 		Events: d.db, Attachments: d.spool, Releasers: d.releasers, Policies: policies(d.cfg),
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log, Usage: d.meter,
+		Approvals: d.db, ApprovalTimeout: d.cfg.Tools.ApprovalTimeout.D(), Audit: d.audit,
 	}
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface

@@ -267,6 +267,33 @@ function renderEvent(ev, html) {
       scrollDown();
       break;
     }
+    case "approval": {
+      // A question to the people of this conversation, with its buttons.
+      const req = d.request || {};
+      const box = conch.el("div", { class: "approval", "data-approval": d.id },
+        conch.el("div", { class: "approval-title", text: req.kind === "coder" ? "The coding agent asks permission:" : "Approval needed before this runs:" }),
+        conch.el("pre", { class: "approval-command", text: req.title || "" }));
+      if (req.detail) box.append(conch.el("div", { class: "approval-detail", text: req.detail }));
+      const buttons = conch.el("div", { class: "approval-buttons" });
+      for (const [choice, label] of [["once", "Allow once"], ["conversation", "Allow for this conversation"], ["deny", "Deny"]]) {
+        const b = conch.el("button", { type: "button", class: "approval-" + choice, "data-choice": choice, text: label });
+        b.addEventListener("click", () => answerApproval(d.id, choice, box));
+        buttons.append(b);
+      }
+      box.append(buttons, conch.el("div", { class: "approval-outcome" }));
+      $("messages").append(box);
+      scrollDown();
+      break;
+    }
+    case "approval_resolved": {
+      const box = document.querySelector('[data-approval="' + CSS.escape(d.id) + '"]');
+      if (!box) break;
+      const bs = box.querySelector(".approval-buttons");
+      if (bs) bs.remove();
+      box.classList.add("decided", d.choice === "deny" ? "denied" : "allowed");
+      box.querySelector(".approval-outcome").textContent = approvalOutcome(d);
+      break;
+    }
     case "text_delta": {
       const t = turnBox(ev.turn);
       if (!t.stream) { t.stream = conch.el("div", { class: "msg assistant streaming" }); t.box.append(t.stream); }
@@ -329,6 +356,26 @@ function renderEvent(ev, html) {
         if (t && t.stream) { t.stream.classList.remove("streaming"); }
       }
       break;
+  }
+}
+
+function approvalOutcome(d) {
+  if (d.reason === "timeout") return "Denied: nobody answered in time.";
+  if (d.reason === "turn_ended") return "Denied: the turn ended before an answer.";
+  const by = d.by ? " by " + d.by : "";
+  if (d.choice === "once") return "Allowed once" + by + ".";
+  if (d.choice === "conversation") return "Allowed for this conversation" + by + ".";
+  return "Denied" + by + ".";
+}
+
+// answerApproval sends a click; the outcome arrives as an event.
+async function answerApproval(id, choice, box) {
+  for (const b of box.querySelectorAll("button")) b.disabled = true;
+  try {
+    await conch.api("POST", "/api/approvals", { conversation: state.current, id, choice });
+  } catch (e) {
+    box.querySelector(".approval-outcome").textContent = "Not taken: " + e.message;
+    for (const b of box.querySelectorAll("button")) b.disabled = false;
   }
 }
 

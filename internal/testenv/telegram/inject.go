@@ -114,6 +114,40 @@ func (s *Server) addFileLocked(data []byte, dir, ext string) *storedFile {
 	return f
 }
 
+// Click presses the callback button whose callback_data is data under the
+// bot's message msgID in chat, as from would in a client, and queues the
+// callback_query update; it returns the query's id. A client can only
+// press a button the message shows: an error says when there is none.
+func (s *Server) Click(from User, chatID, msgID int64, data string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.msgs[chatID][msgID]
+	if m == nil {
+		return "", fmt.Errorf("telegram fake: no message %d in chat %d", msgID, chatID)
+	}
+	found := false
+	if m.ReplyMarkup != nil {
+		for _, row := range m.ReplyMarkup.InlineKeyboard {
+			for _, b := range row {
+				found = found || b.CallbackData == data && data != ""
+			}
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("telegram fake: message %d in chat %d has no button %q", msgID, chatID, data)
+	}
+	s.nextQuery++
+	id := fmt.Sprintf("%d%06d", from.ID, s.nextQuery)
+	s.queries[id] = false
+	msg := *m
+	s.nextUpdate++
+	s.updates = append(s.updates, Update{UpdateID: s.nextUpdate, CallbackQuery: &CallbackQuery{
+		ID: id, From: from, Message: &msg, ChatInstance: fmt.Sprintf("%d", chatID*7919), Data: data,
+	}})
+	s.notifyLocked()
+	return id, nil
+}
+
 // inject stores a person's message and queues its update.
 func (s *Server) inject(m Message) Message {
 	s.mu.Lock()
