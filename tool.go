@@ -21,6 +21,9 @@ type ToolOutput struct {
 	IsError bool
 	// ExitCode is the exit status of the program a tool ran, if it ran one.
 	ExitCode *int
+	// Images are pictures the model looks at with Content (an MCP tool's
+	// image content); the agent puts them in the ToolResult.
+	Images []Image
 }
 
 // ToolEnv is everything a tool may use, passed explicitly.

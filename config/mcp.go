@@ -1,0 +1,153 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"conch"
+)
+
+// MCP configures Model Context Protocol servers whose tools the agent is
+// offered ([[mcp.servers]]).
+type MCP struct {
+	Servers []MCPServerConfig `toml:"servers" env:"-"`
+}
+
+// MCPServerConfig is one MCP server. Exactly one of Command (a stdio
+// server, run inside each conversation's sandbox) and URL (a remote server,
+// reached from the host) is set.
+type MCPServerConfig struct {
+	// Name is the server's name in tool names (mcp__<name>__<tool>), logs,
+	// metrics and `conch mcp` commands: lowercase letters, digits and '-'.
+	Name string `toml:"name"`
+	// Command and Args start a stdio server inside the conversation's
+	// sandbox (a program of the sandbox image; never run on the host).
+	Command string   `toml:"command"`
+	Args    []string `toml:"args"`
+	// Env adds KEY=value entries to a stdio server's environment (no
+	// secrets: they would be inside the sandbox).
+	Env []string `toml:"env"`
+	// URL is a remote server's endpoint (streamable HTTP, or SSE for older
+	// servers).
+	URL string `toml:"url"`
+	// Transport is auto (streamable HTTP, then SSE), streamable or sse.
+	Transport string `toml:"transport"`
+	// TokenFile holds a bearer token sent to a remote server.
+	TokenFile string `toml:"token_file"`
+	// AllowPrivate lets conch dial a remote server at a private or
+	// special-purpose address (an intranet service); off, such addresses
+	// are refused at connect time, as for web_fetch.
+	AllowPrivate bool `toml:"allow_private"`
+	// Include, when set, offers only these tools; Exclude hides tools.
+	// Names are the server's own tool names.
+	Include []string `toml:"include"`
+	Exclude []string `toml:"exclude"`
+	// Timeout bounds one call (and the start of the server); default 60s.
+	Timeout Duration `toml:"timeout"`
+	// Channels, when set, limits the server to conversations on these
+	// channels; Conversations to these conversation keys ("telegram:42").
+	Channels      []string `toml:"channels"`
+	Conversations []string `toml:"conversations"`
+}
+
+var mcpNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,23}$`)
+
+// Stdio reports whether the server runs as a stdio server in the sandbox.
+func (s MCPServerConfig) Stdio() bool { return s.Command != "" }
+
+// LoadToken reads TokenFile ("" when none is configured).
+func (s MCPServerConfig) LoadToken() (string, error) {
+	if s.TokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(s.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("mcp server %s: token_file: %w", s.Name, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("mcp server %s: token_file %s is empty", s.Name, s.TokenFile)
+	}
+	return tok, nil
+}
+
+// Server returns the configured server called name.
+func (m MCP) Server(name string) (MCPServerConfig, bool) {
+	i := slices.IndexFunc(m.Servers, func(s MCPServerConfig) bool { return s.Name == name })
+	if i < 0 {
+		return MCPServerConfig{}, false
+	}
+	return m.Servers[i], true
+}
+
+func (m MCP) validate() []Problem {
+	var ps []Problem
+	seen := map[string]bool{}
+	for i, s := range m.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		if s.Name != "" {
+			key = fmt.Sprintf("mcp.servers[%s]", s.Name)
+		}
+		add := func(field, msg, fix string) { ps = append(ps, Problem{key + "." + field, msg, fix}) }
+		switch {
+		case !mcpNameRE.MatchString(s.Name):
+			add("name", fmt.Sprintf("%q is not a usable server name", s.Name), "use 1-24 lowercase letters, digits and '-', starting with a letter or digit (it becomes part of tool names)")
+		case seen[s.Name]:
+			add("name", fmt.Sprintf("server %q is configured twice", s.Name), "give each [[mcp.servers]] its own name")
+		}
+		seen[s.Name] = true
+		if (s.Command == "") == (s.URL == "") {
+			add("command", "want exactly one of command (a stdio server in the sandbox) and url (a remote server)", "set command = \"...\" with args, or url = \"https://...\"")
+		}
+		if s.URL != "" {
+			u, err := url.Parse(s.URL)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				add("url", fmt.Sprintf("%q is not an http(s) URL", s.URL), "set the server's endpoint, e.g. https://mcp.example.com/mcp")
+			}
+			switch s.Transport {
+			case "", "auto", "streamable", "sse":
+			default:
+				add("transport", fmt.Sprintf("unknown transport %q", s.Transport), "use auto, streamable or sse")
+			}
+			if _, err := s.LoadToken(); err != nil {
+				add("token_file", err.Error(), "point token_file at a readable file holding the bearer token")
+			}
+		}
+		if s.Command != "" {
+			if s.TokenFile != "" {
+				add("token_file", "a stdio server gets no token (it runs inside the sandbox, where no secret goes)", "remove token_file")
+			}
+			if s.AllowPrivate {
+				add("allow_private", "a stdio server has no network", "remove allow_private")
+			}
+			for _, e := range s.Env {
+				if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+					add("env", fmt.Sprintf("%q is not KEY=value", e), "write env entries as KEY=value")
+				}
+			}
+		}
+		if s.Timeout.D() < 0 {
+			add("timeout", "must not be negative", "set a duration like 60s, or leave it out for the default")
+		}
+		for _, c := range s.Channels {
+			if c == "" || strings.ContainsAny(c, ": ") {
+				add("channels", fmt.Sprintf("%q is not a channel name", c), "list channel names like telegram, matrix, web, cli")
+			}
+		}
+		for _, c := range s.Conversations {
+			if _, err := conch.ParseConversationKey(c); err != nil {
+				add("conversations", fmt.Sprintf("%q is not a conversation key", c), "list keys like telegram:12345 (see `conch transcript`)")
+			}
+		}
+		for _, t := range s.Include {
+			if slices.Contains(s.Exclude, t) {
+				add("exclude", fmt.Sprintf("tool %q is both included and excluded", t), "list it in one of include and exclude")
+			}
+		}
+	}
+	return ps
+}
