@@ -19,6 +19,8 @@ type turnRun struct {
 	view    contextView
 	env     conch.ToolEnv
 	emit    conch.EventSink
+	// tools are the turn's tools: the built-ins and the ToolSource's.
+	tools turnTools
 
 	res  Result
 	slot int // the model in use: 0 the primary, then the fallbacks
@@ -77,6 +79,7 @@ func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
 		progress := t.env.Progress
 		t.env.Progress = func(text string) { progress(a.redact(text)) }
 	}
+	t.tools = a.turnTools(ctx, t.env)
 	if t.managed {
 		if err := t.loadStatus(ctx); err != nil {
 			return nil, err
@@ -164,7 +167,7 @@ func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) 
 	a := t.a
 	w := t.window()
 	req := conch.ModelRequest{
-		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
+		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: t.tools.specs, MaxTokens: a.opts.MaxTokens,
 	}
 	used := estimateRequest(req)
 	if t.lastTokens > 0 {
@@ -270,13 +273,13 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 			return res, true, err
 		}
 		t.lastCall = sig
-		out, err := a.runTool(ctx, turn, t.env, call, t.emit)
+		out, err := a.runTool(ctx, turn, t.tools, t.env, call, t.emit)
 		if err != nil {
 			a.skipCalls(ctx, turn, resp.ToolCalls[i:], "not run: the turn ended with an error")
 			return t.res, true, err
 		}
 		tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
-			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
+			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError, Images: out.Images,
 		}}
 		if err := a.opts.Store.AppendMessage(ctx, turn, tm); err != nil {
 			return t.res, true, fmt.Errorf("record tool result: %w", err)

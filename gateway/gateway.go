@@ -101,9 +101,11 @@ type Options struct {
 	// Hooks, when set, runs the conversation's turn hooks around each turn.
 	Hooks Hooks
 	// Usage, when set, answers /usage and adds a line to /status.
-	Usage  Usage
-	Logger *slog.Logger
-	Now    func() time.Time
+	Usage Usage
+	// StatusSources add lines to /status (the MCP servers' state).
+	StatusSources []StatusSource
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // Gateway is the router. Create it with New, then call Run.

@@ -163,6 +163,7 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 	}
 	m := metrics.New(mo)
 	d.metrics = m // newAgent names its tools (the only tool label values)
+	registerMCPMetrics(d, m.Registry())
 	opts.Metrics = m.Handler()
 	if cfg.Web.PublicURL != "" {
 		if u, err := url.Parse(cfg.Web.PublicURL); err == nil {

@@ -26,6 +26,7 @@ import (
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
 	"conch/llm/openai"
+	"conch/mcp"
 	"conch/obs"
 	"conch/obs/metrics"
 	"conch/sandbox/docker"
@@ -88,8 +89,11 @@ type deps struct {
 	// hookRunner runs turn hooks; built by hooks().
 	hookRunner *hook.Runner
 	// meter prices and records model calls and keeps the budgets.
-	meter   *usage.Meter
-	closers []io.Closer
+	meter *usage.Meter
+	// mcp is the MCP client (mcp_client.go); nil without [[mcp.servers]].
+	mcp        *mcp.Client
+	mcpMetrics *mcpMetrics
+	closers    []io.Closer
 }
 
 func (d *deps) Close() {
@@ -303,6 +307,13 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	if h := d.hooks(); h != nil {
 		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
 	}
+	mc, err := wireMCP(d)
+	if err != nil {
+		return nil, err
+	}
+	if mc != nil {
+		opts.ToolSource = mcpToolSource(mc)
+	}
 	return agent.New(opts)
 }
 
@@ -330,6 +341,7 @@ func configSecrets(cfg *config.Config, log *slog.Logger) []string {
 	for _, f := range cfg.Model.Fallbacks {
 		secrets = append(secrets, f.APIKey)
 	}
+	secrets = append(secrets, mcpSecrets(cfg, log)...)
 	return secrets
 }
 
@@ -480,6 +492,9 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 	}
 	if h := d.hooks(); h != nil {
 		opts.Hooks = h
+	}
+	if d.mcp != nil {
+		opts.StatusSources = append(opts.StatusSources, d.mcp)
 	}
 	return gateway.New(opts)
 }
