@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"conch"
@@ -168,26 +169,40 @@ func (cn *conn) close() {
 	}
 }
 
-// connect starts the server and reads what it offers.
+// connect starts the server and reads what it offers. The session lives
+// on a context of its own (an SSE stream or a sandbox program outlives the
+// call that started it), which the returned stop ends; the start itself is
+// bounded by the server's timeout.
 func (cn *conn) connect(ctx context.Context) (*mcpsdk.ClientSession, context.CancelFunc, *catalog, error) {
-	ctx, cancel := context.WithTimeout(ctx, cn.srv.timeout())
+	lifetime, stop := context.WithCancel(context.WithoutCancel(ctx))
+	timed, cancel := context.WithTimeout(ctx, cn.srv.timeout())
 	defer cancel()
+	var started atomic.Bool
+	unwatch := context.AfterFunc(timed, func() {
+		if !started.Load() {
+			stop()
+		}
+	})
+	defer unwatch()
 	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "conch", Version: "1"}, &mcpsdk.ClientOptions{
 		ToolListChangedHandler: func(ctx context.Context, _ *mcpsdk.ToolListChangedRequest) { cn.refresh() },
 	})
 	var sess *mcpsdk.ClientSession
-	var stop context.CancelFunc
 	var err error
 	if cn.srv.Stdio() {
-		sess, stop, err = cn.connectStdio(ctx, client)
+		sess, err = cn.connectStdio(lifetime, client)
 	} else {
-		sess, err = cn.connectRemote(ctx, client)
-		stop = func() {}
+		sess, err = cn.connectRemote(lifetime, client)
 	}
 	if err != nil {
+		stop()
+		if timed.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("not started within %s: %w", cn.srv.timeout(), err)
+		}
 		return nil, nil, nil, err
 	}
-	cat, err := listCatalog(ctx, sess, cn.srv, cn.c.o.Logger)
+	cat, err := listCatalog(timed, sess, cn.srv, cn.c.o.Logger)
+	started.Store(true)
 	if err != nil {
 		_ = sess.Close()
 		stop()

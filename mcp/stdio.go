@@ -19,17 +19,18 @@ import (
 const stderrDir = "/tmp/conch-mcp"
 
 // connectStdio starts the server in the conversation's sandbox; its
-// JSON-RPC goes over the Exec's stdin and output. The returned stop ends
-// the program.
-func (cn *conn) connectStdio(ctx context.Context, client *mcpsdk.Client) (*mcpsdk.ClientSession, context.CancelFunc, error) {
+// JSON-RPC goes over the Exec's stdin and output. The program lives as
+// long as lifetime (and ends when the session closes its stdin).
+func (cn *conn) connectStdio(lifetime context.Context, client *mcpsdk.Client) (*mcpsdk.ClientSession, error) {
+	ctx := lifetime
 	sb, err := cn.sandboxes.Sandbox(ctx, cn.key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("the conversation's sandbox: %w", err)
+		return nil, fmt.Errorf("the conversation's sandbox: %w", err)
 	}
 	logFile := stderrDir + "/" + cn.srv.Name + ".log"
 	argv := append([]string{"sh", "-c", `mkdir -p ` + stderrDir + ` && exec "$@" 2>>` + logFile, "sh"}, cn.srv.Argv...)
-	lifetime, stop := context.WithCancel(context.WithoutCancel(ctx))
 	pr, pw := io.Pipe()
+	context.AfterFunc(lifetime, func() { _ = pw.Close() })
 	q := newQueue(cn.c.o.MaxMessageBytes * 2)
 	go func() {
 		res, err := sb.Exec(lifetime, conch.ExecRequest{Argv: argv, Env: cn.srv.Env, Stdin: pr, OnOutput: q.push, OutputLimit: 1})
@@ -53,14 +54,13 @@ func (cn *conn) connectStdio(ctx context.Context, client *mcpsdk.Client) (*mcpsd
 	t := &mcpsdk.IOTransport{Reader: q, Writer: pw, MaxLineLength: cn.c.o.MaxMessageBytes}
 	sess, err := client.Connect(ctx, t, nil)
 	if err != nil {
-		stop()
 		_ = pw.Close()
 		if qe := q.err(); qe != nil {
 			err = fmt.Errorf("%w (%v)", err, qe)
 		}
-		return nil, nil, fmt.Errorf("start %s in the sandbox: %w", strings.Join(cn.srv.Argv, " "), err)
+		return nil, fmt.Errorf("start %s in the sandbox: %w", strings.Join(cn.srv.Argv, " "), err)
 	}
-	return sess, func() { stop(); _ = pw.Close() }, nil
+	return sess, nil
 }
 
 // stderrTail reads the end of a server's standard error.
