@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"conch/internal/testenv"
+	"conch/internal/testenv/engine"
 	"conch/internal/testenv/fakellm"
 	"conch/internal/testenv/mcpserver"
 
@@ -162,4 +166,67 @@ timeout = "2s"
 	if !strings.Contains(out, "✓ mcp docs: answers") || !strings.Contains(out, "✗ mcp dead") {
 		t.Errorf("doctor:\n%s", out)
 	}
+}
+
+// pyServer is a minimal stdio MCP server in the sandbox image's python3:
+// it answers with its pid and working directory.
+const pyServer = `import json, os, sys
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    mid, meth = m.get("id"), m.get("method")
+    if mid is None:
+        continue
+    if meth == "initialize":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "py", "version": "1"}}})
+    elif meth == "tools/list":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "whereami", "description": "Where the server runs.", "inputSchema": {"type": "object", "properties": {}}}]}})
+    elif meth == "tools/call":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "pid %d in %s as uid %d" % (os.getpid(), os.getcwd(), os.getuid())}]}})
+    elif meth == "ping":
+        send({"jsonrpc": "2.0", "id": mid, "result": {}})
+    else:
+        send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "no such method"}})
+`
+
+// TestChatMCPStdioInSandbox: through the real `conch chat` with a real
+// sandbox, a stdio MCP server runs inside the conversation's sandbox (its
+// working directory is the workspace), started on first use and kept
+// across turns (the same process answers both).
+func TestChatMCPStdioInSandbox(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	buf := make([]byte, 4)
+	_, _ = rand.Read(buf)
+	instance := "mc" + hex.EncodeToString(buf)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), engineEnv(t, e, instance)...)
+	instanceContainers(t, e.Client(t), instance)
+	cfg := "[[mcp.servers]]\nname = \"py\"\ncommand = \"python3\"\nargs = [\"-u\", \"-c\", '''\n" + pyServer + "''']\ntimeout = \"30s\"\n"
+	if err := os.MkdirAll(filepath.Join(dir, "config", "conch"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config", "conch", "conch.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv.Push(fakellm.ToolCall("mcp__py__whereami", `{}`), fakellm.Text("First."))
+	p := startConch(t, env, "chat")
+	if got := p.sayWithin(t, "where does the server run?", 2*time.Minute); got != "First." {
+		t.Fatalf("reply %q; stderr:\n%s", got, p.stderr)
+	}
+	first := lastToolResult(t, srv)
+	if !strings.Contains(first, " in /workspace as uid ") || strings.Contains(first, "as uid 0") {
+		t.Fatalf("the server does not run in the sandbox as its user: %q", first)
+	}
+	srv.Push(fakellm.ToolCall("mcp__py__whereami", `{}`), fakellm.Text("Second."))
+	if got := p.sayWithin(t, "and now?", time.Minute); got != "Second." {
+		t.Fatalf("reply %q", got)
+	}
+	if second := lastToolResult(t, srv); second != first {
+		t.Errorf("another process answered the second turn: %q, then %q", first, second)
+	}
+	p.finish(t)
 }
