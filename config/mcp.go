@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"conch"
+	"conch/npmpin"
 )
 
 // MCP configures Model Context Protocol servers whose tools the agent is
@@ -31,6 +33,15 @@ type MCPServerConfig struct {
 	// Env adds KEY=value entries to a stdio server's environment (no
 	// secrets: they would be inside the sandbox).
 	Env []string `toml:"env"`
+	// Package ("name@version") is an npm package built into the derived
+	// sandbox image with its whole dependency tree, pinned by PackageLock
+	// (a package-lock.json of `npm install --package-lock-only
+	// --ignore-scripts name@version`: every tarball checked against its
+	// sha512). Command then defaults to "mcp-<name>", the command that
+	// runs the package's bin (Bin names it when it has several).
+	Package     string `toml:"package"`
+	PackageLock string `toml:"package_lock"`
+	Bin         string `toml:"bin"`
 	// URL is a remote server's endpoint (streamable HTTP, or SSE for older
 	// servers).
 	URL string `toml:"url"`
@@ -57,7 +68,37 @@ type MCPServerConfig struct {
 var mcpNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,23}$`)
 
 // Stdio reports whether the server runs as a stdio server in the sandbox.
-func (s MCPServerConfig) Stdio() bool { return s.Command != "" }
+func (s MCPServerConfig) Stdio() bool { return s.Command != "" || s.Package != "" }
+
+// StdioCommand is the command that starts a stdio server: Command, or the
+// pinned package's command.
+func (s MCPServerConfig) StdioCommand() string {
+	if s.Command == "" && s.Package != "" {
+		return "mcp-" + s.Name
+	}
+	return s.Command
+}
+
+// Install is the pinned package's install in the derived sandbox image
+// (ok false when the server has no Package).
+func (s MCPServerConfig) Install() (npmpin.Install, bool, error) {
+	if s.Package == "" {
+		return npmpin.Install{}, false, nil
+	}
+	i := strings.LastIndex(s.Package, "@")
+	if i <= 0 || i == len(s.Package)-1 {
+		return npmpin.Install{}, true, fmt.Errorf("package %q: want name@version", s.Package)
+	}
+	if s.PackageLock == "" {
+		return npmpin.Install{}, true, errors.New("a package needs its package_lock (npm install --package-lock-only --ignore-scripts NAME@VERSION writes one)")
+	}
+	lock, err := os.ReadFile(s.PackageLock)
+	if err != nil {
+		return npmpin.Install{}, true, err
+	}
+	in, err := npmpin.FromLock("mcp-"+s.Name, "mcp-"+s.Name, s.Package[:i], s.Package[i+1:], s.Bin, lock)
+	return in, true, err
+}
 
 // LoadToken reads TokenFile ("" when none is configured).
 func (s MCPServerConfig) LoadToken() (string, error) {
@@ -100,7 +141,7 @@ func (m MCP) validate() []Problem {
 			add("name", fmt.Sprintf("server %q is configured twice", s.Name), "give each [[mcp.servers]] its own name")
 		}
 		seen[s.Name] = true
-		if (s.Command == "") == (s.URL == "") {
+		if s.Stdio() == (s.URL != "") {
 			add("command", "want exactly one of command (a stdio server in the sandbox) and url (a remote server)", "set command = \"...\" with args, or url = \"https://...\"")
 		}
 		if s.URL != "" {
@@ -117,7 +158,10 @@ func (m MCP) validate() []Problem {
 				add("token_file", err.Error(), "point token_file at a readable file holding the bearer token")
 			}
 		}
-		if s.Command != "" {
+		if _, ok, err := s.Install(); ok && err != nil {
+			add("package", err.Error(), "pin the package as name@version with package_lock pointing at its package-lock.json")
+		}
+		if s.Stdio() {
 			if s.TokenFile != "" {
 				add("token_file", "a stdio server gets no token (it runs inside the sandbox, where no secret goes)", "remove token_file")
 			}

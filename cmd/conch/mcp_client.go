@@ -11,6 +11,7 @@ import (
 	"conch/config"
 	"conch/mcp"
 	"conch/netpolicy"
+	"conch/npmpin"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,7 +26,7 @@ func mcpServers(cfg *config.Config) ([]mcp.Server, error) {
 			Include: sc.Include, Exclude: sc.Exclude, Timeout: sc.Timeout.D(),
 		}
 		if sc.Stdio() {
-			s.Argv = append([]string{sc.Command}, sc.Args...)
+			s.Argv = append([]string{sc.StdioCommand()}, sc.Args...)
 		}
 		tok, err := sc.LoadToken()
 		if err != nil {
@@ -46,6 +47,22 @@ func mcpServers(cfg *config.Config) ([]mcp.Server, error) {
 			s.Conversations = append(s.Conversations, key)
 		}
 		out = append(out, s)
+	}
+	return out, nil
+}
+
+// mcpInstalls are the stdio servers' pinned packages, built into the
+// derived sandbox image beside the coding CLI.
+func mcpInstalls(cfg *config.Config) ([]npmpin.Install, error) {
+	var out []npmpin.Install
+	for _, sc := range cfg.MCP.Servers {
+		in, ok, err := sc.Install()
+		if err != nil {
+			return nil, fmt.Errorf("mcp.servers[%s].package: %w", sc.Name, err)
+		}
+		if ok {
+			out = append(out, in)
+		}
 	}
 	return out, nil
 }

@@ -91,7 +91,10 @@ by "conch mcp test NAME".`,
 			for _, sc := range cfg.MCP.Servers {
 				kind, target := "remote", sc.URL
 				if sc.Stdio() {
-					kind, target = "stdio", strings.Join(append([]string{sc.Command}, sc.Args...), " ")
+					kind, target = "stdio", strings.Join(append([]string{sc.StdioCommand()}, sc.Args...), " ")
+					if sc.Package != "" {
+						target += " (" + sc.Package + ")"
+					}
 				}
 				who := "everyone"
 				if len(sc.Channels)+len(sc.Conversations) > 0 {

@@ -213,6 +213,9 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	if err != nil {
 		return err
 	}
+	if opts.Installs, err = mcpInstalls(d.cfg); err != nil {
+		return err
+	}
 	opts.Known = d.db.Conversations
 	opts.Audit = d.audit
 	opts.Logger = d.log
