@@ -42,6 +42,18 @@ type MCPServerConfig struct {
 	Package     string `toml:"package"`
 	PackageLock string `toml:"package_lock"`
 	Bin         string `toml:"bin"`
+	// EgressURL is the API a stdio server may reach (and only that): it
+	// gets EgressURLEnv pointing at a bridge on the sandbox's loopback,
+	// where conch's host-side proxy adds the secret of EgressSecretFile
+	// as "<EgressHeader>: <EgressPrefix><secret>" (Authorization, "Bearer "
+	// by default) and forwards to EgressURL. EgressSecretEnv, if set,
+	// gets a placeholder: the secret never enters the sandbox.
+	EgressURL        string  `toml:"egress_url"`
+	EgressURLEnv     string  `toml:"egress_url_env"`
+	EgressSecretFile string  `toml:"egress_secret_file"`
+	EgressSecretEnv  string  `toml:"egress_secret_env"`
+	EgressHeader     string  `toml:"egress_header"`
+	EgressPrefix     *string `toml:"egress_prefix"`
 	// URL is a remote server's endpoint (streamable HTTP, or SSE for older
 	// servers).
 	URL string `toml:"url"`
@@ -116,6 +128,34 @@ func (s MCPServerConfig) LoadToken() (string, error) {
 	return tok, nil
 }
 
+// LoadEgressSecret reads EgressSecretFile.
+func (s MCPServerConfig) LoadEgressSecret() (string, error) {
+	b, err := os.ReadFile(s.EgressSecretFile)
+	if err != nil {
+		return "", fmt.Errorf("mcp server %s: egress_secret_file: %w", s.Name, err)
+	}
+	sec := strings.TrimSpace(string(b))
+	if sec == "" {
+		return "", fmt.Errorf("mcp server %s: egress_secret_file %s is empty", s.Name, s.EgressSecretFile)
+	}
+	return sec, nil
+}
+
+// EgressHeaderAndPrefix are how the egress secret is sent.
+func (s MCPServerConfig) EgressHeaderAndPrefix() (string, string) {
+	h := s.EgressHeader
+	if h == "" {
+		h = "Authorization"
+	}
+	switch {
+	case s.EgressPrefix != nil:
+		return h, *s.EgressPrefix
+	case strings.EqualFold(h, "Authorization"):
+		return h, "Bearer "
+	}
+	return h, ""
+}
+
 // Server returns the configured server called name.
 func (m MCP) Server(name string) (MCPServerConfig, bool) {
 	i := slices.IndexFunc(m.Servers, func(s MCPServerConfig) bool { return s.Name == name })
@@ -144,6 +184,9 @@ func (m MCP) validate() []Problem {
 		if s.Stdio() == (s.URL != "") {
 			add("command", "want exactly one of command (a stdio server in the sandbox) and url (a remote server)", "set command = \"...\" with args, or url = \"https://...\"")
 		}
+		if s.URL != "" && s.EgressURL != "" {
+			add("egress_url", "a remote server needs no egress (conch dials it from the host)", "remove egress_url")
+		}
 		if s.URL != "" {
 			u, err := url.Parse(s.URL)
 			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -167,6 +210,20 @@ func (m MCP) validate() []Problem {
 			}
 			if s.AllowPrivate {
 				add("allow_private", "a stdio server has no network", "remove allow_private")
+			}
+			if s.EgressURL != "" {
+				u, err := url.Parse(s.EgressURL)
+				if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+					add("egress_url", fmt.Sprintf("%q is not an http(s) URL without credentials", s.EgressURL), "set the API's base URL, e.g. https://api.github.com")
+				}
+				if s.EgressURLEnv == "" {
+					add("egress_url_env", "the server must be told where its API is", "name the variable the server reads its API's base URL from")
+				}
+				if _, err := s.LoadEgressSecret(); err != nil {
+					add("egress_secret_file", err.Error(), "point egress_secret_file at a readable file holding the API's secret")
+				}
+			} else if s.EgressURLEnv != "" || s.EgressSecretFile != "" || s.EgressSecretEnv != "" {
+				add("egress_url", "egress settings without egress_url", "set egress_url to the API the server may reach, or remove the egress settings")
 			}
 			for _, e := range s.Env {
 				if k, _, ok := strings.Cut(e, "="); !ok || k == "" {

@@ -43,6 +43,11 @@ type Server struct {
 	// environment.
 	Argv []string
 	Env  []string
+	// Egress, when set, prepares a stdio server's way to its API before
+	// each start in the sandbox sb (a bridge to conch's injecting proxy)
+	// and returns the environment entries that point the server at it (a
+	// base URL, a placeholder key).
+	Egress func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) ([]string, error)
 	// URL is a remote server's endpoint; Transport is "auto" (or ""),
 	// "streamable" or "sse".
 	URL       string

@@ -27,13 +27,21 @@ func (cn *conn) connectStdio(lifetime context.Context, client *mcpsdk.Client) (*
 	if err != nil {
 		return nil, fmt.Errorf("the conversation's sandbox: %w", err)
 	}
+	env := cn.srv.Env
+	if cn.srv.Egress != nil {
+		extra, err := cn.srv.Egress(ctx, cn.key, sb)
+		if err != nil {
+			return nil, fmt.Errorf("the server's egress: %w", err)
+		}
+		env = append(append([]string(nil), env...), extra...)
+	}
 	logFile := stderrDir + "/" + cn.srv.Name + ".log"
 	argv := append([]string{"sh", "-c", `mkdir -p ` + stderrDir + ` && exec "$@" 2>>` + logFile, "sh"}, cn.srv.Argv...)
 	pr, pw := io.Pipe()
 	context.AfterFunc(lifetime, func() { _ = pw.Close() })
 	q := newQueue(cn.c.o.MaxMessageBytes * 2)
 	go func() {
-		res, err := sb.Exec(lifetime, conch.ExecRequest{Argv: argv, Env: cn.srv.Env, Stdin: pr, OnOutput: q.push, OutputLimit: 1})
+		res, err := sb.Exec(lifetime, conch.ExecRequest{Argv: argv, Env: env, Stdin: pr, OnOutput: q.push, OutputLimit: 1})
 		switch {
 		case err != nil && lifetime.Err() != nil:
 			err = errors.New("the server was stopped")

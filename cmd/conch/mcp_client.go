@@ -9,6 +9,7 @@ import (
 
 	"conch"
 	"conch/config"
+	"conch/egress"
 	"conch/mcp"
 	"conch/netpolicy"
 	"conch/npmpin"
@@ -17,8 +18,10 @@ import (
 )
 
 // mcpServers turns the [[mcp.servers]] config into the client's servers;
-// tokens are read from their key files here.
-func mcpServers(cfg *config.Config) ([]mcp.Server, error) {
+// tokens are read from their key files here. d, when set, gets the egress
+// proxies and bridges of stdio servers with an egress_url (closed and
+// released with it).
+func mcpServers(cfg *config.Config, d *deps) ([]mcp.Server, error) {
 	var out []mcp.Server
 	for _, sc := range cfg.MCP.Servers {
 		s := mcp.Server{
@@ -27,6 +30,12 @@ func mcpServers(cfg *config.Config) ([]mcp.Server, error) {
 		}
 		if sc.Stdio() {
 			s.Argv = append([]string{sc.StdioCommand()}, sc.Args...)
+			if sc.EgressURL != "" {
+				var err error
+				if s.Egress, err = mcpEgress(sc, d); err != nil {
+					return nil, err
+				}
+			}
 		}
 		tok, err := sc.LoadToken()
 		if err != nil {
@@ -49,6 +58,53 @@ func mcpServers(cfg *config.Config) ([]mcp.Server, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// mcpEgress builds a stdio server's way to its API: conch's injecting
+// proxy on the host (the real secret) reached through a bridge on each
+// sandbox's loopback; the server gets the bridge's URL and, if asked, a
+// placeholder in place of the secret. Any other destination is refused
+// and audited.
+func mcpEgress(sc config.MCPServerConfig, d *deps) (func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) ([]string, error), error) {
+	secret, err := sc.LoadEgressSecret()
+	if err != nil {
+		return nil, err
+	}
+	header, prefix := sc.EgressHeaderAndPrefix()
+	o := egress.InjectorOptions{Header: header, Prefix: prefix, Key: secret, BaseURL: sc.EgressURL}
+	if d != nil {
+		o.Logger = d.log
+		o.OnRequest = func(e egress.Event) {
+			if e.Allowed || d.audit == nil {
+				return
+			}
+			detail := map[string]string{"mcp_server": sc.Name, "method": e.Method, "target": e.Target, "reason": e.Reason}
+			if err := conch.RecordAudit(context.Background(), d.audit, time.Now(), conch.AuditEgressRefused, conch.ConversationKey{}, detail); err != nil {
+				d.log.Warn("audit egress refusal", "err", err)
+			}
+		}
+	}
+	in, err := egress.NewInjector(o)
+	if err != nil {
+		return nil, fmt.Errorf("mcp.servers[%s].egress_url: %w", sc.Name, err)
+	}
+	bridges := egress.NewBridges(in, egress.BridgeOptions{})
+	if d != nil {
+		d.closers = append(d.closers, in, bridges)
+		d.releasers = append(d.releasers, bridges)
+	}
+	return func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) ([]string, error) {
+		origin, err := bridges.URL(ctx, key, sb)
+		if err != nil {
+			return nil, err
+		}
+		env := []string{sc.EgressURLEnv + "=" + in.ClientBaseURL(origin),
+			"HTTPS_PROXY=" + origin, "https_proxy=" + origin, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
+		if sc.EgressSecretEnv != "" {
+			env = append(env, sc.EgressSecretEnv+"="+egress.PlaceholderKey)
+		}
+		return env, nil
+	}, nil
 }
 
 // mcpInstalls are the stdio servers' pinned packages, built into the
@@ -79,6 +135,11 @@ func mcpSecrets(cfg *config.Config, log *slog.Logger) []string {
 		}
 		if tok != "" {
 			out = append(out, tok)
+		}
+		if sc.EgressURL != "" {
+			if sec, err := sc.LoadEgressSecret(); err == nil {
+				out = append(out, sec)
+			}
 		}
 	}
 	return out
@@ -126,7 +187,7 @@ func wireMCP(d *deps) (*mcp.Client, error) {
 	if d.mcp != nil || len(d.cfg.MCP.Servers) == 0 {
 		return d.mcp, nil
 	}
-	servers, err := mcpServers(d.cfg)
+	servers, err := mcpServers(d.cfg, d)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (a *app) withMCPServer(ctx context.Context, name string, fn func(ctx contex
 	}
 	one := *cfg
 	one.MCP.Servers = []config.MCPServerConfig{sc}
-	servers, err := mcpServers(&one)
+	servers, err := mcpServers(&one, nil)
 	if err != nil {
 		return err
 	}

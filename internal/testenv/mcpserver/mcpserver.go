@@ -12,7 +12,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -123,6 +125,23 @@ func New(o Options) *mcpsdk.Server {
 				lines = append(lines, addr+": REACHED")
 			}
 			return text(strings.Join(lines, "\n")), nil
+		})
+	s.AddTool(&mcpsdk.Tool{Name: "fetch", Description: "GET $API_URL/<path> with Authorization: Bearer $API_TOKEN.",
+		InputSchema: schema(`{"type":"object","properties":{"path":{"type":"string"}}}`)},
+		func(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+			p, _ := args(req)["path"].(string)
+			hr, err := http.NewRequestWithContext(ctx, http.MethodGet, os.Getenv("API_URL")+p, nil)
+			if err != nil {
+				return text("bad request: " + err.Error()), nil
+			}
+			hr.Header.Set("Authorization", "Bearer "+os.Getenv("API_TOKEN"))
+			resp, err := http.DefaultClient.Do(hr)
+			if err != nil {
+				return text("fetch failed: " + err.Error()), nil
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+			return text(fmt.Sprintf("%d %s", resp.StatusCode, b)), nil
 		})
 	if o.Stdio {
 		s.AddTool(&mcpsdk.Tool{Name: "crash", Description: "Exits the server.", InputSchema: schema(`{"type":"object"}`)},
