@@ -78,6 +78,11 @@ args = ["/workspace"]
 		{MCPServerConfig{Name: "a", Command: "x", Conversations: []string{"nochannel"}}, "conversations"},
 		{MCPServerConfig{Name: "a", Command: "x", Include: []string{"t"}, Exclude: []string{"t"}}, "exclude"},
 		{MCPServerConfig{Name: "a", Package: "@scope/pkg"}, "package"},
+		{MCPServerConfig{Name: "a", Command: "x", EgressURL: "https://api.example.com"}, "egress_url_env"},
+		{MCPServerConfig{Name: "a", Command: "x", EgressURL: "https://user:pw@api.example.com", EgressURLEnv: "U", EgressSecretFile: tok}, "egress_url"},
+		{MCPServerConfig{Name: "a", Command: "x", EgressURL: "https://api.example.com", EgressURLEnv: "U"}, "egress_secret_file"},
+		{MCPServerConfig{Name: "a", Command: "x", EgressURLEnv: "U"}, "egress_url"},
+		{MCPServerConfig{Name: "a", URL: "https://x", EgressURL: "https://api.example.com"}, "egress_url"},
 		{MCPServerConfig{Name: "a", Package: "@modelcontextprotocol/server-filesystem@2026.8.31"}, "package"},
 		{MCPServerConfig{Name: "a", Package: "@modelcontextprotocol/server-filesystem@1.0.0", PackageLock: lockFile}, "package"},
 	} {
@@ -85,6 +90,18 @@ args = ["/workspace"]
 		if len(ps) == 0 || !strings.HasSuffix(ps[0].Key, "."+tc.key) || ps[0].Fix == "" {
 			t.Errorf("%+v: problems %v, want one on %s with a fix", tc.s, ps, tc.key)
 		}
+	}
+	e := MCPServerConfig{Name: "a", Command: "x", EgressURL: "https://api.example.com", EgressURLEnv: "U", EgressSecretFile: tok}
+	if ps := (MCP{Servers: []MCPServerConfig{e}}).validate(); len(ps) != 0 {
+		t.Errorf("valid egress: %v", ps)
+	}
+	if h, p := e.EgressHeaderAndPrefix(); h != "Authorization" || p != "Bearer " {
+		t.Errorf("default egress header %q %q", h, p)
+	}
+	empty := ""
+	e.EgressHeader, e.EgressPrefix = "X-Api-Key", &empty
+	if h, p := e.EgressHeaderAndPrefix(); h != "X-Api-Key" || p != "" {
+		t.Errorf("egress header %q %q", h, p)
 	}
 	dup := MCP{Servers: []MCPServerConfig{{Name: "a", URL: "https://x"}, {Name: "a", URL: "https://y"}}}.validate()
 	if len(dup) != 1 || !strings.Contains(dup[0].Msg, "twice") {

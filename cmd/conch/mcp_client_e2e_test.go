@@ -182,7 +182,17 @@ for line in sys.stdin:
     if meth == "initialize":
         send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "py", "version": "1"}}})
     elif meth == "tools/list":
-        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [{"name": "whereami", "description": "Where the server runs.", "inputSchema": {"type": "object", "properties": {}}}]}})
+        send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+            {"name": "whereami", "description": "Where the server runs.", "inputSchema": {"type": "object", "properties": {}}},
+            {"name": "whoami", "description": "Asks the API who we are.", "inputSchema": {"type": "object", "properties": {}}}]}})
+    elif meth == "tools/call" and m["params"]["name"] == "whoami":
+        import urllib.request
+        req = urllib.request.Request(os.environ["API_URL"] + "/whoami", headers={"Authorization": "Bearer " + os.environ["API_TOKEN"]})
+        try:
+            body = urllib.request.urlopen(req, timeout=10).read().decode()
+        except Exception as e:
+            body = "failed: %s" % e
+        send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": body}]}})
     elif meth == "tools/call":
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "pid %d in %s as uid %d" % (os.getpid(), os.getcwd(), os.getuid())}]}})
     elif meth == "ping":
@@ -205,7 +215,21 @@ func TestChatMCPStdioInSandbox(t *testing.T) {
 	instance := "mc" + hex.EncodeToString(buf)
 	env := append(testEnv(srv, fakellm.OpenAI, dir), engineEnv(t, e, instance)...)
 	instanceContainers(t, e.Client(t), instance)
-	cfg := "[[mcp.servers]]\nname = \"py\"\ncommand = \"python3\"\nargs = [\"-u\", \"-c\", '''\n" + pyServer + "''']\ntimeout = \"30s\"\n"
+	const secret = "api-secret-for-the-py-server-42"
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+secret {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte("you are the py server"))
+	}))
+	defer upstream.Close()
+	secretFile := filepath.Join(dir, "api-secret")
+	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "[[mcp.servers]]\nname = \"py\"\ncommand = \"python3\"\nargs = [\"-u\", \"-c\", '''\n" + pyServer + "''']\ntimeout = \"30s\"\n" +
+		"egress_url = \"" + upstream.URL + "\"\negress_url_env = \"API_URL\"\negress_secret_env = \"API_TOKEN\"\negress_secret_file = \"" + secretFile + "\"\n"
 	if err := os.MkdirAll(filepath.Join(dir, "config", "conch"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -227,6 +251,13 @@ func TestChatMCPStdioInSandbox(t *testing.T) {
 	}
 	if second := lastToolResult(t, srv); second != first {
 		t.Errorf("another process answered the second turn: %q, then %q", first, second)
+	}
+	srv.Push(fakellm.ToolCall("mcp__py__whoami", `{}`), fakellm.Text("Third."))
+	if got := p.sayWithin(t, "who are we to the API?", time.Minute); got != "Third." {
+		t.Fatalf("reply %q", got)
+	}
+	if res := lastToolResult(t, srv); res != "you are the py server" {
+		t.Errorf("the API through conch's egress said %q", res)
 	}
 	p.finish(t)
 }
