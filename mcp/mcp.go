@@ -259,12 +259,43 @@ func (c *Client) knownCatalog(server string) *catalog {
 	return c.catalog[server]
 }
 
+// discoverWait bounds how long a turn's start waits for servers whose
+// tools are not known yet (they start in parallel); one that takes longer
+// is offered from the next turn on.
+const discoverWait = 20 * time.Second
+
 // Tools returns the tools a turn of env.Conversation is offered: every
-// offered server's tools (a server not yet known is started to learn them;
-// one that cannot start is left out and logged, /status says why), and the
-// resource and prompt tools when a server has any. It implements the
-// agent's tool source.
+// offered server's tools (servers not yet known are started, in parallel,
+// to learn them; one that cannot start is left out and logged, and
+// /status says why), and the resource and prompt tools when a server has
+// any. It implements the agent's tool source.
 func (c *Client) Tools(ctx context.Context, env conch.ToolEnv) []conch.Tool {
+	var unknown []*Server
+	for _, s := range c.servers {
+		if s.Offered(env.Conversation) && c.knownCatalog(s.Name) == nil {
+			unknown = append(unknown, s)
+		}
+	}
+	if len(unknown) > 0 {
+		dctx, cancel := context.WithTimeout(ctx, discoverWait)
+		var wg sync.WaitGroup
+		for _, s := range unknown {
+			cn, err := c.connFor(s, env.Conversation, env.Sandboxes)
+			if err != nil {
+				if !errors.Is(err, errNoSandbox) { // said once at start
+					c.o.Logger.Warn("mcp server not offered", "server", s.Name, "conversation", env.Conversation, "err", err)
+				}
+				continue
+			}
+			wg.Go(func() {
+				if _, err := cn.session(dctx); err != nil {
+					c.o.Logger.Warn("mcp server not offered: it did not start", "server", s.Name, "conversation", env.Conversation, "err", err)
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+	}
 	var out []conch.Tool
 	var withResources, withPrompts []string
 	for _, s := range c.servers {
@@ -273,18 +304,7 @@ func (c *Client) Tools(ctx context.Context, env conch.ToolEnv) []conch.Tool {
 		}
 		cat := c.knownCatalog(s.Name)
 		if cat == nil {
-			cn, err := c.connFor(s, env.Conversation, env.Sandboxes)
-			if err != nil {
-				c.o.Logger.Warn("mcp server not offered", "server", s.Name, "conversation", env.Conversation, "err", err)
-				continue
-			}
-			if _, err := cn.session(ctx); err != nil {
-				c.o.Logger.Warn("mcp server not offered: it did not start", "server", s.Name, "conversation", env.Conversation, "err", err)
-				continue
-			}
-			if cat = c.knownCatalog(s.Name); cat == nil {
-				continue
-			}
+			continue
 		}
 		for _, t := range cat.tools {
 			out = append(out, &serverTool{c: c, srv: s, tool: t})

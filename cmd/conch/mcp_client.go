@@ -164,6 +164,21 @@ func newMCPMetrics() *mcpMetrics {
 	}
 }
 
+// call counts one MCP request.
+func (m *mcpMetrics) call(e mcp.CallEvent) {
+	m.calls.WithLabelValues(e.Server, e.Outcome).Inc()
+	m.duration.WithLabelValues(e.Server).Observe(e.Duration.Seconds())
+}
+
+// start counts one start of a server.
+func (m *mcpMetrics) start(server string, restart bool, err error) {
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	m.starts.WithLabelValues(server, result, fmt.Sprint(restart)).Inc()
+}
+
 // register adds the counters to reg with every configured server's zero
 // series, so that a dashboard sees a server before its first call.
 func (m *mcpMetrics) register(reg prometheus.Registerer, servers []string) error {
@@ -194,17 +209,7 @@ func wireMCP(d *deps) (*mcp.Client, error) {
 	m := newMCPMetrics()
 	c, err := mcp.New(mcp.Options{
 		Servers: servers, Audit: d.audit, Logger: d.log,
-		OnCall: func(e mcp.CallEvent) {
-			m.calls.WithLabelValues(e.Server, e.Outcome).Inc()
-			m.duration.WithLabelValues(e.Server).Observe(e.Duration.Seconds())
-		},
-		OnStart: func(server string, restart bool, err error) {
-			result := "ok"
-			if err != nil {
-				result = "failed"
-			}
-			m.starts.WithLabelValues(server, result, fmt.Sprint(restart)).Inc()
-		},
+		OnCall: m.call, OnStart: m.start,
 	})
 	if err != nil {
 		return nil, err

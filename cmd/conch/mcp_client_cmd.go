@@ -164,7 +164,19 @@ func (a *app) doctorMCP(ctx context.Context, cfg *config.Config, check func(name
 	for _, sc := range cfg.MCP.Servers {
 		name := "mcp " + sc.Name
 		if sc.Stdio() {
-			check(name, nil, "stdio server, runs in each conversation's sandbox (check it with `conch mcp test "+sc.Name+"`)")
+			// What can be checked without starting a sandbox: the pinned
+			// package and its lockfile, the egress secret. Starting it is
+			// `conch mcp test`'s.
+			what := "command " + sc.StdioCommand()
+			in, ok, err := sc.Install()
+			if ok && err == nil {
+				what = fmt.Sprintf("%s pinned with %d packages", sc.Package, len(in.Tarballs)-1)
+			}
+			if err == nil && sc.EgressURL != "" {
+				_, err = sc.LoadEgressSecret()
+				what += ", egress to " + sc.EgressURL
+			}
+			check(name, err, "stdio server in each conversation's sandbox: "+what+" (start it with `conch mcp test "+sc.Name+"`)")
 			continue
 		}
 		var n int
