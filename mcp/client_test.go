@@ -182,6 +182,9 @@ func TestRemoteServer(t *testing.T) {
 	if lines := c.Status(context.Background(), key); len(lines) != 1 || !strings.Contains(lines[0], "MCP docs: ready") {
 		t.Errorf("status %q", lines)
 	}
+	if ov := c.Overview(); len(ov) != 1 || ov[0].Ready != 1 || ov[0].Kind != "remote" || ov[0].Tools < 8 {
+		t.Errorf("overview %+v", ov)
+	}
 }
 
 func keys(m map[string]conch.Tool) []string {
@@ -227,6 +230,9 @@ func TestRemoteRefused(t *testing.T) {
 	lines := c.Status(context.Background(), key)
 	if len(lines) != 2 || !strings.Contains(lines[0], "down") || !strings.Contains(lines[0], "restarting") {
 		t.Errorf("status %q", lines)
+	}
+	if ov := c.Overview(); len(ov) != 3 || ov[0].Down != 1 || ov[0].LastError == "" || ov[2].Down != 0 {
+		t.Errorf("overview %+v", ov)
 	}
 	tg := conch.ConversationKey{Channel: "telegram", ID: "1"}
 	if tools := toolsByName(c.Tools(context.Background(), conch.ToolEnv{Conversation: tg})); tools["mcp__tgonly__echo"] == nil {

@@ -413,6 +413,44 @@ func (c *Client) States(key conch.ConversationKey) []State {
 	return out
 }
 
+// Overview is every server's state across conversations (the dashboard).
+func (c *Client) Overview() []conch.MCPServerStatus {
+	c.mu.Lock()
+	conns := map[string][]*conn{}
+	for name, cn := range c.remote {
+		conns[name] = append(conns[name], cn)
+	}
+	for lk, cn := range c.local {
+		conns[lk.server] = append(conns[lk.server], cn)
+	}
+	tools := map[string]int{}
+	for name, cat := range c.catalog {
+		tools[name] = len(cat.tools)
+	}
+	c.mu.Unlock()
+	out := make([]conch.MCPServerStatus, 0, len(c.servers))
+	for _, s := range c.servers {
+		st := conch.MCPServerStatus{Name: s.Name, Kind: "remote", Tools: tools[s.Name]}
+		if s.Stdio() {
+			st.Kind = "stdio"
+		}
+		for _, cn := range conns[s.Name] {
+			cn.mu.Lock()
+			switch {
+			case cn.sess != nil:
+				st.Ready++
+			case cn.lastErr != nil:
+				st.Down++
+				st.LastError = clipText(cn.lastErr.Error(), 300)
+			}
+			st.Restarts += cn.restarts
+			cn.mu.Unlock()
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
 // Status implements the gateway's status source: one /status line per
 // server the conversation is offered that is down or restarting.
 func (c *Client) Status(_ context.Context, key conch.ConversationKey) []string {

@@ -72,6 +72,8 @@ type Options struct {
 	Sandboxes conch.SandboxAdmin
 	// Terminals gives the live terminal view; nil shows none.
 	Terminals Terminals
+	// MCP, if set, lists the MCP servers on the dashboard.
+	MCP func() []conch.MCPServerStatus
 	// Metrics, if set, is served at /metrics behind the login.
 	Metrics http.Handler
 	// Owner is the sender of messages typed in the browser (default "owner").
