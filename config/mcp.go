@@ -61,6 +61,13 @@ type MCPServerConfig struct {
 	Transport string `toml:"transport"`
 	// TokenFile holds a bearer token sent to a remote server.
 	TokenFile string `toml:"token_file"`
+	// OAuth signs conch in to a remote server with OAuth 2.1 (`conch mcp
+	// login NAME`, kept in the data dir); OAuthClientID and
+	// OAuthClientSecretFile name a client registered with its
+	// authorization server ("" registers one dynamically).
+	OAuth                 bool   `toml:"oauth"`
+	OAuthClientID         string `toml:"oauth_client_id"`
+	OAuthClientSecretFile string `toml:"oauth_client_secret_file"`
 	// AllowPrivate lets conch dial a remote server at a private or
 	// special-purpose address (an intranet service); off, such addresses
 	// are refused at connect time, as for web_fetch.
@@ -200,6 +207,14 @@ func (m MCP) validate() []Problem {
 			if _, err := s.LoadToken(); err != nil {
 				add("token_file", err.Error(), "point token_file at a readable file holding the bearer token")
 			}
+			if s.OAuth && s.TokenFile != "" {
+				add("oauth", "a server signs in with OAuth or a token file, not both", "remove token_file or oauth")
+			}
+			if s.OAuthClientSecretFile != "" {
+				if _, err := os.ReadFile(s.OAuthClientSecretFile); err != nil {
+					add("oauth_client_secret_file", err.Error(), "point it at a readable file, or remove it for a public client")
+				}
+			}
 		}
 		if _, ok, err := s.Install(); ok && err != nil {
 			add("package", err.Error(), "pin the package as name@version with package_lock pointing at its package-lock.json")
@@ -210,6 +225,9 @@ func (m MCP) validate() []Problem {
 			}
 			if s.AllowPrivate {
 				add("allow_private", "a stdio server has no network", "remove allow_private")
+			}
+			if s.OAuth {
+				add("oauth", "a stdio server signs in to nothing (it runs inside the sandbox, where no secret goes)", "remove oauth; use egress settings for its API")
 			}
 			if s.EgressURL != "" {
 				u, err := url.Parse(s.EgressURL)

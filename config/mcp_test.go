@@ -83,6 +83,9 @@ args = ["/workspace"]
 		{MCPServerConfig{Name: "a", Command: "x", EgressURL: "https://api.example.com", EgressURLEnv: "U"}, "egress_secret_file"},
 		{MCPServerConfig{Name: "a", Command: "x", EgressURLEnv: "U"}, "egress_url"},
 		{MCPServerConfig{Name: "a", URL: "https://x", EgressURL: "https://api.example.com"}, "egress_url"},
+		{MCPServerConfig{Name: "a", URL: "https://x", OAuth: true, TokenFile: tok}, "oauth"},
+		{MCPServerConfig{Name: "a", URL: "https://x", OAuth: true, OAuthClientSecretFile: filepath.Join(dir, "missing")}, "oauth_client_secret_file"},
+		{MCPServerConfig{Name: "a", Command: "x", OAuth: true}, "oauth"},
 		{MCPServerConfig{Name: "a", Package: "@modelcontextprotocol/server-filesystem@2026.8.31"}, "package"},
 		{MCPServerConfig{Name: "a", Package: "@modelcontextprotocol/server-filesystem@1.0.0", PackageLock: lockFile}, "package"},
 	} {

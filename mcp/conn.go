@@ -15,6 +15,7 @@ import (
 	"conch/netpolicy"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 )
 
 // conn is one server's connection: a remote server's for all
@@ -313,7 +314,7 @@ func (cn *conn) connectRemote(ctx context.Context, client *mcpsdk.Client) (*mcps
 // httpClient is a remote server's HTTP client: dialled through the
 // address policy, its token added for its own host only, no proxy from
 // the environment.
-func (c *Client) httpClient(s *Server) *http.Client {
+func (c *Client) httpClient(s *Server, ts oauth2.TokenSource) *http.Client {
 	d := &netpolicy.Dialer{Policy: s.Policy, DialAddr: c.o.DialAddr}
 	tr := &http.Transport{
 		DialContext:           d.DialContext,
@@ -327,20 +328,36 @@ func (c *Client) httpClient(s *Server) *http.Client {
 	if i := strings.Index(s.URL, "://"); i >= 0 {
 		host = strings.SplitN(s.URL[i+3:], "/", 2)[0]
 	}
-	return &http.Client{Transport: &tokenTransport{base: tr, token: s.Token, host: host}}
+	return &http.Client{Transport: &tokenTransport{base: tr, token: s.Token, ts: ts, host: host}}
 }
 
-// tokenTransport adds the bearer token to requests to the server's host.
+// tokenTransport adds the bearer token (a fixed one, or the OAuth sign-in's)
+// to requests to the server's host.
 type tokenTransport struct {
 	base  http.RoundTripper
 	token string
+	ts    oauth2.TokenSource
 	host  string
 }
 
 func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.token != "" && strings.EqualFold(r.URL.Host, t.host) {
+	if !strings.EqualFold(r.URL.Host, t.host) {
+		return t.base.RoundTrip(r)
+	}
+	token := t.token
+	if t.ts != nil {
+		tok, err := t.ts.Token()
+		if err != nil {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return nil, err
+		}
+		token = tok.AccessToken
+	}
+	if token != "" {
 		r = r.Clone(r.Context())
-		r.Header.Set("Authorization", "Bearer "+t.token)
+		r.Header.Set("Authorization", "Bearer "+token)
 	}
 	return t.base.RoundTrip(r)
 }

@@ -33,6 +33,7 @@ import (
 	"conch/netpolicy"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 )
 
 // Server is one configured MCP server.
@@ -55,6 +56,9 @@ type Server struct {
 	// Token, if set, is sent to a remote server as a bearer token (to its
 	// own host only).
 	Token string
+	// OAuth: the token comes from the server's OAuth 2.1 sign-in (`conch
+	// mcp login`), kept in Options.OAuthDir and refreshed as needed.
+	OAuth bool
 	// Policy decides which addresses a remote server may be reached at.
 	Policy netpolicy.Policy
 	// Include, when set, offers only these tools; Exclude hides tools.
@@ -122,6 +126,8 @@ type Options struct {
 	// MaxMessageBytes bounds one JSON-RPC message from a server (default
 	// 8 MiB); a larger one ends the connection with a clear error.
 	MaxMessageBytes int
+	// OAuthDir keeps the OAuth sign-ins of remote servers (OAuthStore).
+	OAuthDir string
 	// DialAddr, when set, replaces the dial of an allowed address for
 	// remote servers (tests).
 	DialAddr func(ctx context.Context, network string, addr netip.AddrPort) (net.Conn, error)
@@ -135,6 +141,9 @@ type Client struct {
 	o       Options
 	servers []*Server
 	http    map[string]*http.Client
+	// plainHTTP reaches a remote server through the address policy
+	// without its credential (OAuth discovery, the sign-in itself).
+	plainHTTP map[string]*http.Client
 
 	mu sync.Mutex
 	// remote: one connection per server, for every conversation.
@@ -184,7 +193,7 @@ func New(o Options) (*Client, error) {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 8 << 20
 	}
-	c := &Client{o: o, http: map[string]*http.Client{}, remote: map[string]*conn{}, local: map[localKey]*conn{}, catalog: map[string]*catalog{}}
+	c := &Client{o: o, http: map[string]*http.Client{}, plainHTTP: map[string]*http.Client{}, remote: map[string]*conn{}, local: map[localKey]*conn{}, catalog: map[string]*catalog{}}
 	seen := map[string]bool{}
 	for i := range o.Servers {
 		s := o.Servers[i]
@@ -196,7 +205,12 @@ func New(o Options) (*Client, error) {
 			return nil, fmt.Errorf("mcp: server %s: want exactly one of a command and a URL", s.Name)
 		}
 		if !s.Stdio() {
-			c.http[s.Name] = c.httpClient(&s)
+			c.plainHTTP[s.Name] = c.httpClient(&s, nil)
+			var ts oauth2.TokenSource
+			if s.OAuth {
+				ts = OAuthStore{Dir: o.OAuthDir}.TokenSource(s.Name, c.plainHTTP[s.Name])
+			}
+			c.http[s.Name] = c.httpClient(&s, ts)
 		}
 		c.servers = append(c.servers, &s)
 	}

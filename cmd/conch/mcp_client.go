@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"conch"
@@ -41,7 +42,7 @@ func mcpServers(cfg *config.Config, d *deps) ([]mcp.Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.Token = tok
+		s.Token, s.OAuth = tok, sc.OAuth
 		if sc.AllowPrivate {
 			s.Policy = netpolicy.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}
 		}
@@ -122,6 +123,9 @@ func mcpInstalls(cfg *config.Config) ([]npmpin.Install, error) {
 	}
 	return out, nil
 }
+
+// mcpOAuthDir keeps the OAuth sign-ins of `conch mcp login`.
+func mcpOAuthDir(cfg *config.Config) string { return filepath.Join(cfg.DataDir, "mcp-oauth") }
 
 // mcpSecrets are the MCP servers' tokens, redacted from tool results like
 // every configured secret.
@@ -208,7 +212,7 @@ func wireMCP(d *deps) (*mcp.Client, error) {
 	}
 	m := newMCPMetrics()
 	c, err := mcp.New(mcp.Options{
-		Servers: servers, Audit: d.audit, Logger: d.log,
+		Servers: servers, Audit: d.audit, Logger: d.log, OAuthDir: mcpOAuthDir(d.cfg),
 		OnCall: m.call, OnStart: m.start,
 	})
 	if err != nil {

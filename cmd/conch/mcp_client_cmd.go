@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,13 +18,14 @@ import (
 	"conch/config"
 	"conch/mcp"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/spf13/cobra"
 )
 
 // mcpClientCmds are the operator's commands for the MCP servers conch
 // uses: list, tools, test.
 func mcpClientCmds(a *app) []*cobra.Command {
-	return []*cobra.Command{a.mcpListCmd(), a.mcpToolsCmd(), a.mcpTestCmd()}
+	return []*cobra.Command{a.mcpListCmd(), a.mcpToolsCmd(), a.mcpTestCmd(), a.mcpLoginCmd()}
 }
 
 // mcpTestKey is the conversation whose sandbox `conch mcp test` and
@@ -47,7 +53,7 @@ func (a *app) withMCPServer(ctx context.Context, name string, fn func(ctx contex
 	}
 	// Every conversation gets it here, whatever channels it is limited to.
 	servers[0].Channels, servers[0].Conversations = nil, nil
-	c, err := mcp.New(mcp.Options{Servers: servers})
+	c, err := mcp.New(mcp.Options{Servers: servers, OAuthDir: mcpOAuthDir(cfg)})
 	if err != nil {
 		return err
 	}
@@ -199,4 +205,98 @@ func clipOneLine(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+func (a *app) mcpLoginCmd() *cobra.Command {
+	var port int
+	cmd := &cobra.Command{
+		Use:   "login NAME",
+		Short: "Sign conch in to a remote MCP server with OAuth 2.1 (oauth = true)",
+		Long: `Sign conch in to a remote MCP server that asks for OAuth 2.1 authorization: conch discovers
+the server's authorization server, registers itself (or uses oauth_client_id), prints an address
+to open in a browser and waits on http://127.0.0.1:PORT/callback for the answer. The tokens are
+kept in <data_dir>/mcp-oauth/NAME.json (mode 0600) and refreshed as they expire; run it again
+when the server forgets the sign-in.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			cfg, err := config.Load(a.configPath, os.Environ())
+			if err != nil {
+				return err
+			}
+			sc, ok := cfg.MCP.Server(name)
+			if !ok || sc.Stdio() || !sc.OAuth {
+				return fmt.Errorf("no remote MCP server %q with oauth = true is configured", name)
+			}
+			secret := ""
+			if sc.OAuthClientSecretFile != "" {
+				b, err := os.ReadFile(sc.OAuthClientSecretFile)
+				if err != nil {
+					return err
+				}
+				secret = strings.TrimSpace(string(b))
+			}
+			servers, err := mcpServers(&config.Config{MCP: config.MCP{Servers: []config.MCPServerConfig{sc}}}, nil)
+			if err != nil {
+				return err
+			}
+			servers[0].OAuth = false // the sign-in itself goes without a token
+			c, err := mcp.New(mcp.Options{Servers: servers})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				return fmt.Errorf("listen for the sign-in's answer: %w (pick another --port)", err)
+			}
+			defer ln.Close()
+			redirect := "http://" + ln.Addr().String() + "/callback"
+			answers := make(chan url.Values, 1)
+			srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/callback" {
+					http.NotFound(w, r)
+					return
+				}
+				q := r.URL.Query()
+				if q.Get("error") != "" {
+					fmt.Fprintf(w, "The sign-in was refused: %s. You can close this page.\n", q.Get("error"))
+				} else {
+					fmt.Fprintln(w, "conch is signed in. You can close this page.")
+				}
+				select {
+				case answers <- q:
+				default:
+				}
+			})}
+			go func() { _ = srv.Serve(ln) }()
+			defer srv.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Minute)
+			defer cancel()
+			g, err := c.Login(ctx, name, mcp.LoginOptions{RedirectURL: redirect, ClientID: sc.OAuthClientID, ClientSecret: secret,
+				Authorize: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+					fmt.Fprintf(a.stdout, "Open this address in a browser to sign conch in to %s:\n%s\n", name, args.URL)
+					select {
+					case q := <-answers:
+						if e := q.Get("error"); e != "" {
+							return nil, fmt.Errorf("the authorization server refused: %s %s", e, q.Get("error_description"))
+						}
+						return &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, nil
+					case <-ctx.Done():
+						return nil, fmt.Errorf("no answer from the browser: %w", ctx.Err())
+					}
+				}})
+			if err != nil {
+				return err
+			}
+			st := mcp.OAuthStore{Dir: mcpOAuthDir(cfg)}
+			if err := st.Save(name, g); err != nil {
+				return fmt.Errorf("keep the sign-in: %w", err)
+			}
+			fmt.Fprintf(a.stdout, "Signed in to %s; the tokens are kept in %s.\n", name, filepath.Join(st.Dir, name+".json"))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&port, "port", 8976, "the loopback port the browser is sent back to (http://127.0.0.1:PORT/callback)")
+	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -260,4 +261,62 @@ func TestChatMCPStdioInSandbox(t *testing.T) {
 		t.Errorf("the API through conch's egress said %q", res)
 	}
 	p.finish(t)
+}
+
+// TestMCPLogin: `conch mcp login` signs conch in to a server behind OAuth
+// 2.1 (the address it prints is followed as a browser would, back to its
+// loopback listener); then `conch mcp test` and a turn of `conch chat` use
+// the kept sign-in.
+func TestMCPLogin(t *testing.T) {
+	as := mcpserver.NewOAuth(t)
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	cfg := "[[mcp.servers]]\nname = \"corp\"\nurl = \"" + as.URL + "/mcp\"\noauth = true\nallow_private = true\n"
+	if err := os.MkdirAll(filepath.Join(dir, "config", "conch"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config", "conch", "conch.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := testEnv(srv, fakellm.OpenAI, dir)
+	if _, errOut, code := conchRun(t, env, "mcp test corp"); code == 0 || !strings.Contains(errOut, "conch mcp login corp") {
+		t.Fatalf("mcp test before the sign-in (exit %d): %s", code, errOut)
+	}
+
+	port := strings.Split(closedAddr(t), ":")[1]
+	p := startConch(t, env, "mcp login corp --port "+port)
+	line := p.readLine(t)
+	if !strings.HasPrefix(line, "Open this address") {
+		t.Fatalf("login said %q", line)
+	}
+	authURL := p.readLine(t)
+	resp, err := http.Get(authURL) // the browser: authorize, then back to conch's listener
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "signed in") {
+		t.Errorf("callback page %q", page)
+	}
+	if done := p.readLine(t); !strings.HasPrefix(done, "Signed in to corp") {
+		t.Fatalf("login ended with %q; stderr %s", done, p.stderr)
+	}
+	p.finish(t)
+	if fi, err := os.Stat(filepath.Join(dir, "data", "mcp-oauth", "corp.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("kept sign-in: %v %v", fi, err)
+	}
+
+	if out, errOut, code := conchRun(t, env, "mcp test corp"); code != 0 || !strings.Contains(out, "answers") {
+		t.Fatalf("mcp test after the sign-in (exit %d): %s %s", code, out, errOut)
+	}
+	srv.Push(fakellm.ToolCall("mcp__corp__echo", `{"text":"with OAuth"}`), fakellm.Text("Done."))
+	c := startConch(t, env, "chat")
+	if got := c.say(t, "use corp"); got != "Done." {
+		t.Fatalf("reply %q", got)
+	}
+	c.finish(t)
+	if res := lastToolResult(t, srv); res != "echo: with OAuth" {
+		t.Errorf("the tool through the OAuth sign-in said %q", res)
+	}
 }
