@@ -322,13 +322,17 @@ func (c *Client) httpClient(s *Server, ts oauth2.TokenSource) *http.Client {
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: s.timeout(),
+		ResponseHeaderTimeout: s.timeout() + 10*time.Second, // the call's own timeout ends it first
 	}
 	host := ""
 	if i := strings.Index(s.URL, "://"); i >= 0 {
 		host = strings.SplitN(s.URL[i+3:], "/", 2)[0]
 	}
-	return &http.Client{Transport: &tokenTransport{base: tr, token: s.Token, ts: ts, host: host}}
+	tt := &tokenTransport{base: tr, token: s.Token, ts: ts, host: host}
+	if ts != nil {
+		c.oauthTokens[s.Name] = tt
+	}
+	return &http.Client{Transport: tt}
 }
 
 // tokenTransport adds the bearer token (a fixed one, or the OAuth sign-in's)
@@ -338,6 +342,8 @@ type tokenTransport struct {
 	token string
 	ts    oauth2.TokenSource
 	host  string
+	// last is the OAuth access token last sent, scrubbed from results.
+	last atomic.Pointer[string]
 }
 
 func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -354,6 +360,7 @@ func (t *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		token = tok.AccessToken
+		t.last.Store(&token)
 	}
 	if token != "" {
 		r = r.Clone(r.Context())

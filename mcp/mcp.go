@@ -144,6 +144,9 @@ type Client struct {
 	// plainHTTP reaches a remote server through the address policy
 	// without its credential (OAuth discovery, the sign-in itself).
 	plainHTTP map[string]*http.Client
+	// oauthTokens are the OAuth servers' transports, whose current token
+	// is scrubbed from what the model reads.
+	oauthTokens map[string]*tokenTransport
 
 	mu sync.Mutex
 	// remote: one connection per server, for every conversation.
@@ -193,7 +196,7 @@ func New(o Options) (*Client, error) {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 8 << 20
 	}
-	c := &Client{o: o, http: map[string]*http.Client{}, plainHTTP: map[string]*http.Client{}, remote: map[string]*conn{}, local: map[localKey]*conn{}, catalog: map[string]*catalog{}}
+	c := &Client{o: o, http: map[string]*http.Client{}, plainHTTP: map[string]*http.Client{}, oauthTokens: map[string]*tokenTransport{}, remote: map[string]*conn{}, local: map[localKey]*conn{}, catalog: map[string]*catalog{}}
 	seen := map[string]bool{}
 	for i := range o.Servers {
 		s := o.Servers[i]

@@ -88,9 +88,25 @@ func (c *Client) do(ctx context.Context, env conch.ToolEnv, s *Server, what stri
 			return conch.ToolOutput{}, context.Cause(ctx)
 		}
 		c.o.Logger.Warn("mcp call failed", "server", s.Name, "tool", what, "conversation", env.Conversation, "err", err)
-		return conch.ToolFail(fmt.Sprintf("MCP server %s could not run %s: %v", s.Name, what, err)), nil
+		return conch.ToolFail(c.scrub(s, fmt.Sprintf("MCP server %s could not run %s: %v", s.Name, what, err))), nil
 	}
+	out.Content = c.scrub(s, out.Content)
 	return out, nil
+}
+
+// scrub removes the server's credentials from text the model reads: the
+// configured token (the agent redacts configured secrets too) and the
+// OAuth access token last sent, which changes.
+func (c *Client) scrub(s *Server, text string) string {
+	if s.Token != "" {
+		text = strings.ReplaceAll(text, s.Token, "[REDACTED]")
+	}
+	if tt := c.oauthTokens[s.Name]; tt != nil {
+		if p := tt.last.Load(); p != nil && len(*p) >= 8 {
+			text = strings.ReplaceAll(text, *p, "[REDACTED]")
+		}
+	}
+	return text
 }
 
 func (c *Client) run(ctx context.Context, env conch.ToolEnv, s *Server, f func(context.Context, *mcpsdk.ClientSession) (conch.ToolOutput, error)) (conch.ToolOutput, error) {
