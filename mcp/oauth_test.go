@@ -85,6 +85,10 @@ func TestOAuthLogin(t *testing.T) {
 		t.Fatalf("after expiry: %+v (states %+v)", out, c3.States(key))
 	}
 	after, _ := st.Load("corp")
+	// A server that echoes the token it was sent gives the model nothing.
+	if out := run(t, tools["mcp__corp__echo"], `{"text":"`+after.Token.AccessToken+`"}`); out.Content != "echo: [REDACTED]" {
+		t.Errorf("the access token reached the model: %+v", out)
+	}
 	if as.Refreshed != 1 || after.Token.RefreshToken == before.Token.RefreshToken || after.Token.AccessToken == before.Token.AccessToken {
 		t.Errorf("refreshed %d times; refresh token %q → %q", as.Refreshed, before.Token.RefreshToken, after.Token.RefreshToken)
 	}
