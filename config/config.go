@@ -58,7 +58,7 @@ type Config struct {
 	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
 	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
 	// MCP: see mcp.go.
-	MCP MCP `toml:"mcp" envPrefix:"MCP_"`
+	MCP MCPConfig `toml:"mcp" envPrefix:"MCP_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -390,7 +390,8 @@ func (c *Config) ValidateWith(t coders.Table) error {
 	ps = append(ps, c.Email.validate()...)
 	ps = append(ps, c.Schedule.validate()...)
 	ps = append(ps, c.Hooks.validate()...)
-	ps = append(ps, c.MCP.validate()...)
+	ps = append(ps, c.validateMCPServe()...)
+	ps = append(ps, c.MCP.validateServers()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

@@ -199,16 +199,18 @@ func (m *mcpMetrics) register(reg prometheus.Registerer, servers []string) error
 	return nil
 }
 
-// wireMCP builds the MCP client when servers are configured: its tools
-// join each turn (agent.Options.ToolSource), its per-conversation stdio
-// servers end with the conversation (a Releaser), /status reports them.
-func wireMCP(d *deps) (*mcp.Client, error) {
+// wireMCP builds the MCP client when servers are configured, in the
+// services phase (before the agent, which only reads d.mcp): its tools join
+// each turn (agent.Options.ToolSource), its per-conversation stdio servers
+// and egress bridges end with the conversation (Releasers), /status and the
+// dashboard report them.
+func wireMCP(d *deps) error {
 	if d.mcp != nil || len(d.cfg.MCP.Servers) == 0 {
-		return d.mcp, nil
+		return nil
 	}
 	servers, err := mcpServers(d.cfg, d)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	m := newMCPMetrics()
 	c, err := mcp.New(mcp.Options{
@@ -216,7 +218,7 @@ func wireMCP(d *deps) (*mcp.Client, error) {
 		OnCall: m.call, OnStart: m.start,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.mcp, d.mcpMetrics = c, m
 	d.closers = append(d.closers, c)
@@ -226,7 +228,7 @@ func wireMCP(d *deps) (*mcp.Client, error) {
 			d.log.Warn("an MCP stdio server runs only in a sandbox, and there is no container runtime: it is not offered", "server", s.Name)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // registerMCPMetrics puts the MCP counters on /metrics.

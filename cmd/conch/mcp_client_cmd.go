@@ -236,7 +236,7 @@ when the server forgets the sign-in.`,
 				}
 				secret = strings.TrimSpace(string(b))
 			}
-			servers, err := mcpServers(&config.Config{MCP: config.MCP{Servers: []config.MCPServerConfig{sc}}}, nil)
+			servers, err := mcpServers(&config.Config{MCP: config.MCPConfig{Servers: []config.MCPServerConfig{sc}}}, nil)
 			if err != nil {
 				return err
 			}

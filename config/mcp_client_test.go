@@ -46,7 +46,7 @@ args = ["/workspace"]
 	if len(c.MCP.Servers) != 2 {
 		t.Fatalf("servers %+v", c.MCP.Servers)
 	}
-	if ps := c.MCP.validate(); len(ps) != 0 {
+	if ps := c.MCP.validateServers(); len(ps) != 0 {
 		t.Fatalf("valid servers: %v", ps)
 	}
 	docs, _ := c.MCP.Server("docs")
@@ -89,13 +89,13 @@ args = ["/workspace"]
 		{MCPServerConfig{Name: "a", Package: "@modelcontextprotocol/server-filesystem@2026.8.31"}, "package"},
 		{MCPServerConfig{Name: "a", Package: "@modelcontextprotocol/server-filesystem@1.0.0", PackageLock: lockFile}, "package"},
 	} {
-		ps := MCP{Servers: []MCPServerConfig{tc.s}}.validate()
+		ps := MCPConfig{Servers: []MCPServerConfig{tc.s}}.validateServers()
 		if len(ps) == 0 || !strings.HasSuffix(ps[0].Key, "."+tc.key) || ps[0].Fix == "" {
 			t.Errorf("%+v: problems %v, want one on %s with a fix", tc.s, ps, tc.key)
 		}
 	}
 	e := MCPServerConfig{Name: "a", Command: "x", EgressURL: "https://api.example.com", EgressURLEnv: "U", EgressSecretFile: tok}
-	if ps := (MCP{Servers: []MCPServerConfig{e}}).validate(); len(ps) != 0 {
+	if ps := (MCPConfig{Servers: []MCPServerConfig{e}}).validateServers(); len(ps) != 0 {
 		t.Errorf("valid egress: %v", ps)
 	}
 	if h, p := e.EgressHeaderAndPrefix(); h != "Authorization" || p != "Bearer " {
@@ -106,7 +106,7 @@ args = ["/workspace"]
 	if h, p := e.EgressHeaderAndPrefix(); h != "X-Api-Key" || p != "" {
 		t.Errorf("egress header %q %q", h, p)
 	}
-	dup := MCP{Servers: []MCPServerConfig{{Name: "a", URL: "https://x"}, {Name: "a", URL: "https://y"}}}.validate()
+	dup := MCPConfig{Servers: []MCPServerConfig{{Name: "a", URL: "https://x"}, {Name: "a", URL: "https://y"}}}.validateServers()
 	if len(dup) != 1 || !strings.Contains(dup[0].Msg, "twice") {
 		t.Errorf("a repeated name: %v", dup)
 	}
