@@ -43,6 +43,13 @@ var loopback = netpolicy.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127
 // bearer token when token is set.
 func serveHTTP(t *testing.T, sse bool, token string) *httptest.Server {
 	t.Helper()
+	ts, _ := serveHTTPServer(t, sse, token)
+	return ts
+}
+
+// serveHTTPServer is serveHTTP that also returns the MCP server.
+func serveHTTPServer(t *testing.T, sse bool, token string) (*httptest.Server, *mcpsdk.Server) {
+	t.Helper()
 	srv := mcpserver.New(mcpserver.Options{})
 	var h http.Handler = mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil)
 	if sse {
@@ -61,7 +68,7 @@ func serveHTTP(t *testing.T, sse bool, token string) *httptest.Server {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	return ts
+	return ts, srv
 }
 
 func newClient(t *testing.T, a *audits, servers ...Server) *Client {
@@ -242,5 +249,34 @@ func TestRemoteRefused(t *testing.T) {
 	st2 := &serverTool{c: c, srv: c.server("private"), tool: &mcpsdk.Tool{Name: "echo"}}
 	if out := run(t, st2, `{}`); !out.IsError || !strings.Contains(out.Content, "down") {
 		t.Errorf("call to a down server: %+v", out)
+	}
+}
+
+// TestToolListChanged: a tool the server adds while connected is offered
+// from the next turn on (notifications/tools/list_changed).
+func TestToolListChanged(t *testing.T) {
+	ts, srv := serveHTTPServer(t, false, "")
+	c := newClient(t, nil, Server{Name: "live", URL: ts.URL, Policy: loopback})
+	env := conch.ToolEnv{Conversation: key}
+	if tools := toolsByName(c.Tools(context.Background(), env)); tools["mcp__live__echo"] == nil || tools["mcp__live__late"] != nil {
+		t.Fatalf("tools %v", keys(tools))
+	}
+	srv.AddTool(&mcpsdk.Tool{Name: "late", Description: "Added later.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "late but here"}}}, nil
+		})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tools := toolsByName(c.Tools(context.Background(), env))
+		if tool := tools["mcp__live__late"]; tool != nil {
+			if out := run(t, tool, `{}`); out.Content != "late but here" {
+				t.Errorf("late tool: %+v", out)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the added tool never appeared: %v", keys(tools))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
