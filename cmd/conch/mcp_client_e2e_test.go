@@ -320,3 +320,48 @@ func TestMCPLogin(t *testing.T) {
 		t.Errorf("the tool through the OAuth sign-in said %q", res)
 	}
 }
+
+// TestChatMCPReferenceServer: through the real `conch chat` with a real
+// sandbox, the reference "everything" server from the npm registry, pinned
+// by its lockfile, is built into the derived sandbox image and answers the
+// model's call from inside the conversation's sandbox.
+func TestChatMCPReferenceServer(t *testing.T) {
+	testenv.Short(t)
+	e := engine.Docker(t)
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	buf := make([]byte, 4)
+	_, _ = rand.Read(buf)
+	instance := "mr" + hex.EncodeToString(buf)
+	env := append(testEnv(srv, fakellm.OpenAI, dir), engineEnv(t, e, instance)...)
+	instanceContainers(t, e.Client(t), instance)
+	lock, err := filepath.Abs("../../mcp/testdata/server-everything.lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := "[[mcp.servers]]\nname = \"everything\"\npackage = \"@modelcontextprotocol/server-everything@2026.8.31\"\npackage_lock = \"" + lock + "\"\nargs = [\"stdio\"]\ninclude = [\"echo\", \"get-sum\"]\n"
+	if err := os.MkdirAll(filepath.Join(dir, "config", "conch"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config", "conch", "conch.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv.Push(fakellm.ToolCall("mcp__everything__get-sum", `{"a":19,"b":23}`), fakellm.Text("Summed."))
+	p := startConch(t, env, "chat")
+	if got := p.sayWithin(t, "add 19 and 23 with the everything server", 4*time.Minute); got != "Summed." {
+		t.Fatalf("reply %q; stderr:\n%s", got, p.stderr)
+	}
+	p.finish(t)
+	if res := lastToolResult(t, srv); !strings.Contains(res, "42") {
+		t.Errorf("get-sum said %q", res)
+	}
+	var names []string
+	for _, tl := range srv.Requests()[0].Tools {
+		if strings.HasPrefix(tl.Name, "mcp__") {
+			names = append(names, tl.Name)
+		}
+	}
+	if !slices.Equal(names, []string{"mcp__everything__echo", "mcp__everything__get-sum"}) {
+		t.Errorf("MCP tools offered %v, want the two included", names)
+	}
+}
