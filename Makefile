@@ -67,8 +67,7 @@ FUZZ_TARGETS = \
 	./channel/telegram:FuzzUpdate ./channel/telegram:FuzzUTF16Slice ./channel/telegram:FuzzFormat \
 	./channel/matrix:FuzzEvent ./channel/matrix:FuzzMention ./channel/matrix:FuzzSplitMarkdown ./channel/matrix:FuzzHTML \
 	./channel/web:FuzzChatFrame ./channel/web:FuzzRender ./channel/internal/markdown:FuzzTargets \
-	./tool:FuzzSplitCommand ./skill:FuzzParse ./config:FuzzLoad
-FUZZ_TARGETS += ./media:FuzzPrepareImage
+	./tool:FuzzSplitCommand ./skill:FuzzParse ./config:FuzzLoad ./mcp:FuzzCleanSchema ./media:FuzzPrepareImage
 
 fuzz:
 	@for f in $$(git grep -h -o '^func Fuzz[A-Za-z0-9_]*' -- '*_test.go' | sed 's/^func //'); do \

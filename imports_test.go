@@ -126,6 +126,7 @@ var modulePackages = map[string]struct {
 	"conch/search":               {layerConcrete, nil},
 	"conch/obs":                  {layerConcrete, nil},
 	"conch/obs/metrics":          {layerConcrete, nil},
+	"conch/mcp":                  {layerConcrete, nil},
 	"conch/mcpserver":            {layerConcrete, nil},
 
 	"conch/cmd/conch": {layerWiring, nil},

@@ -171,6 +171,7 @@ const (
 	AuditEgressRefused  AuditKind = "egress_refused"  // the coding agent's egress refused a request
 	AuditBudgetRefused  AuditKind = "budget_refused"  // a model call was refused by a budget
 	AuditApproval       AuditKind = "approval"        // a question to a person was decided (allowed, denied, timed out)
+	AuditMCPClientCall  AuditKind = "mcp_client_call" // the agent called an MCP server (tool, resource, prompt)
 )
 
 // AuditEvent is one audited action.

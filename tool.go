@@ -25,8 +25,10 @@ type ToolOutput struct {
 	// already in the AttachmentStore (Ref set). They are stored with the
 	// tool's result, so a turn resumed after a crash still sends them.
 	Attachments []Attachment
-	// Images are pictures for the model to look at (view_image), ready to
-	// send (PNG, JPEG, GIF or WebP within every provider's limits).
+	// Images are pictures for the model to look at with Content
+	// (view_image, an MCP tool's image content), ready to send (PNG, JPEG,
+	// GIF or WebP within every provider's limits); the agent puts them in
+	// the ToolResult.
 	Images []Image
 }
 

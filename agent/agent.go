@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,11 @@ type Store interface {
 type Options struct {
 	Model conch.Model
 	Tools []conch.Tool
+	// ToolSource, when set, adds tools for one turn (an MCP server's, for
+	// the conversation it is offered to); asked once at the start of each
+	// turn. A tool named like one of Tools is left out and logged: a
+	// built-in is never shadowed.
+	ToolSource func(ctx context.Context, env conch.ToolEnv) []conch.Tool
 	// Store is where a turn reads the model's view of its conversation and
 	// records its messages and steps.
 	Store Store
@@ -415,16 +421,16 @@ func (a *Agent) call(ctx context.Context, m conch.Model, req conch.ModelRequest,
 
 // runTool runs one call. Unknown tools and bad arguments are failures the
 // model reads; a Go error from the tool ends the turn.
-func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, call conch.ToolCall, emit conch.EventSink) (conch.ToolOutput, error) {
+func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, ts turnTools, env conch.ToolEnv, call conch.ToolCall, emit conch.EventSink) (conch.ToolOutput, error) {
 	a.record(ctx, turn, conch.StepToolCall, ToolCallDetail{ID: call.ID, Name: call.Name, Arguments: json.RawMessage(orEmptyObject(call.Arguments))})
 	emit(conch.ToolStarted{CallID: call.ID, Name: call.Name, Summary: a.redact(describeCall(call))})
 	start := a.opts.Now()
 	var out conch.ToolOutput
 	var err error
-	tool, ok := a.tools[call.Name]
+	tool, ok := ts.byName[call.Name]
 	switch {
 	case !ok:
-		out = conch.ToolFail(fmt.Sprintf("unknown tool %q; available tools: %s", call.Name, strings.Join(a.toolNames(), ", ")))
+		out = conch.ToolFail(fmt.Sprintf("unknown tool %q; available tools: %s", call.Name, strings.Join(ts.names(), ", ")))
 	case !json.Valid(orEmptyObject(call.Arguments)):
 		out = conch.ToolFail(fmt.Sprintf("the arguments of %s are not valid JSON: %s", call.Name, clip(string(call.Arguments), 200)))
 	default:
@@ -449,12 +455,46 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 	return out, nil
 }
 
-func (a *Agent) toolNames() []string {
-	names := make([]string, len(a.specs))
-	for i, s := range a.specs {
+// turnTools are the tools of one turn: the built-ins and what the
+// ToolSource added.
+type turnTools struct {
+	byName map[string]conch.Tool
+	specs  []conch.ToolSpec
+}
+
+func (ts turnTools) names() []string {
+	names := make([]string, len(ts.specs))
+	for i, s := range ts.specs {
 		names[i] = s.Name
 	}
 	return names
+}
+
+// turnTools returns the built-in tools with the ToolSource's for env.
+func (a *Agent) turnTools(ctx context.Context, env conch.ToolEnv) turnTools {
+	ts := turnTools{byName: a.tools, specs: a.specs}
+	if a.opts.ToolSource == nil {
+		return ts
+	}
+	extra := a.opts.ToolSource(ctx, env)
+	if len(extra) == 0 {
+		return ts
+	}
+	ts.byName = make(map[string]conch.Tool, len(a.tools)+len(extra))
+	for k, v := range a.tools {
+		ts.byName[k] = v
+	}
+	ts.specs = slices.Clone(a.specs)
+	for _, t := range extra {
+		s := t.Spec()
+		if _, dup := ts.byName[s.Name]; dup {
+			a.opts.Logger.Warn("a tool from the tool source is named like another and is left out", "tool", s.Name, "conversation", env.Conversation)
+			continue
+		}
+		ts.byName[s.Name] = t
+		ts.specs = append(ts.specs, s)
+	}
+	return ts
 }
 
 // record stores a step; a failure to record is logged, not fatal, because

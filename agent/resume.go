@@ -60,13 +60,17 @@ func (t *turnRun) resumeWaiting(ctx context.Context) error {
 			}
 		}
 		a.opts.Logger.Info("resuming a tool call that waited for an answer", "turn", t.in.Turn, "call", id, "approval", ap.ID)
-		out, err := a.runTool(ctx, t.in.Turn, t.env, call, t.emit)
+		out, err := a.runTool(ctx, t.in.Turn, t.tools, t.env, call, t.emit)
 		if err != nil {
 			return err
 		}
 		tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
-			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
+			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError, Images: out.Images,
 		}}
+		if !out.IsError {
+			tm.ToolResult.Attachments = out.Attachments
+		}
+		a.keepToolImages(ctx, t.key, tm.ToolResult)
 		if err := a.opts.Store.AppendMessage(ctx, t.in.Turn, tm); err != nil {
 			return fmt.Errorf("record tool result: %w", err)
 		}

@@ -19,6 +19,8 @@ type turnRun struct {
 	view    contextView
 	env     conch.ToolEnv
 	emit    conch.EventSink
+	// tools are the turn's tools: the built-ins and the ToolSource's.
+	tools turnTools
 
 	res  Result
 	slot int // the model in use: 0 the primary, then the fallbacks
@@ -81,6 +83,7 @@ func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
 		progress := t.env.Progress
 		t.env.Progress = func(text string) { progress(a.redact(text)) }
 	}
+	t.tools = a.turnTools(ctx, t.env)
 	if t.managed {
 		if err := t.loadStatus(ctx); err != nil {
 			return nil, err
@@ -168,7 +171,7 @@ func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) 
 	a := t.a
 	w := t.window()
 	req := conch.ModelRequest{
-		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
+		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: t.tools.specs, MaxTokens: a.opts.MaxTokens,
 	}
 	req.Messages = a.withImages(ctx, t.view, req.Messages, t.in.Turn, a.models[t.slot])
 	used := estimateRequest(req)
@@ -277,7 +280,7 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 			return res, true, err
 		}
 		t.lastCall = sig
-		out, err := a.runTool(ctx, turn, t.env, call, t.emit)
+		out, err := a.runTool(ctx, turn, t.tools, t.env, call, t.emit)
 		if errors.Is(err, conch.ErrAwaitingAnswer) {
 			// Shut down while waiting for a person: the call keeps no
 			// result, so the resumed turn runs it again (resume.go).

@@ -404,6 +404,7 @@ func (c *Config) ValidateWith(t coders.Table) error {
 	ps = append(ps, c.Schedule.validate()...)
 	ps = append(ps, c.Hooks.validate()...)
 	ps = append(ps, c.validateMCPServe()...)
+	ps = append(ps, c.MCP.validateServers()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

@@ -143,6 +143,11 @@ func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string 
 			b.WriteString("\n" + line)
 		}
 	}
+	for _, src := range g.opts.StatusSources {
+		for _, line := range src.Status(ctx, key) {
+			b.WriteString("\n" + line)
+		}
+	}
 	if sc, ok := g.channels[key.Channel].(conch.StatusChannel); ok {
 		for _, line := range sc.Status(ctx, key) {
 			b.WriteString("\n" + line)

@@ -114,9 +114,11 @@ type Options struct {
 	// (default DefaultApprovalTimeout).
 	ApprovalTimeout time.Duration
 	// Audit records every decision on a question.
-	Audit  conch.AuditStore
-	Logger *slog.Logger
-	Now    func() time.Time
+	Audit conch.AuditStore
+	// StatusSources add lines to /status (the MCP servers' state).
+	StatusSources []StatusSource
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // Gateway is the router. Create it with New, then call Run.

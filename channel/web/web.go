@@ -75,6 +75,8 @@ type Options struct {
 	// Files serves the files sent with answers (send_file), one
 	// conversation's each; nil serves none.
 	Files conch.ConversationFiles
+	// MCP, if set, lists the MCP servers on the dashboard.
+	MCP func() []conch.MCPServerStatus
 	// Metrics, if set, is served at /metrics behind the login.
 	Metrics http.Handler
 	// Owner is the sender of messages typed in the browser (default "owner").

@@ -81,6 +81,7 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.Email.Enabled() {
 		a.doctorEmail(ctx, cfg, check)
 	}
+	a.doctorMCP(ctx, cfg, check)
 
 	switch cfg.Sandbox.Engine {
 	case "none":

@@ -26,6 +26,7 @@ import (
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
 	"conch/llm/openai"
+	"conch/mcp"
 	"conch/obs"
 	"conch/obs/metrics"
 	"conch/sandbox/docker"
@@ -91,8 +92,11 @@ type deps struct {
 	meter *usage.Meter
 	// coder is the coding CLI's egress; nil unless coder.agent is set and
 	// sandboxes run (startCoderEgress).
-	coder   *coderEgress
-	closers []io.Closer
+	coder *coderEgress
+	// mcp is the MCP client (mcp_client.go); nil without [[mcp.servers]].
+	mcp        *mcp.Client
+	mcpMetrics *mcpMetrics
+	closers    []io.Closer
 }
 
 func (d *deps) Close() {
@@ -212,6 +216,9 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	if err != nil {
 		return err
 	}
+	if opts.Installs, err = mcpInstalls(d.cfg); err != nil {
+		return err
+	}
 	opts.Known = d.db.Conversations
 	opts.Audit = d.audit
 	opts.Logger = d.log
@@ -308,6 +315,9 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
 	}
 	wireMediaAgent(d, &opts)
+	if d.mcp != nil { // built by wireMCP in the services phase
+		opts.ToolSource = mcpToolSource(d.mcp)
+	}
 	return agent.New(opts)
 }
 
@@ -338,6 +348,7 @@ func configSecrets(cfg *config.Config, log *slog.Logger) []string {
 	if v := cfg.Voice; v.LoadSecrets() == nil {
 		secrets = append(secrets, v.APIKey)
 	}
+	secrets = append(secrets, mcpSecrets(cfg, log)...)
 	return secrets
 }
 
@@ -515,6 +526,9 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 	if err := wireSchedules(d); err != nil {
 		return nil, err
 	}
+	if err := wireMCP(d); err != nil {
+		return nil, err
+	}
 	ag, err := newAgent(d)
 	if err != nil {
 		return nil, err
@@ -533,6 +547,9 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 	}
 	if err := wireMediaGateway(d, &opts); err != nil {
 		return nil, err
+	}
+	if d.mcp != nil {
+		opts.StatusSources = append(opts.StatusSources, d.mcp)
 	}
 	return gateway.New(opts)
 }
