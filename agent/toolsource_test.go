@@ -22,6 +22,7 @@ func TestToolSource(t *testing.T) {
 		return conch.ToolOutput{Content: "a picture", Images: []conch.Image{{MediaType: "image/png", Data: []byte("png")}}}, nil
 	}}
 	h := newHarness(t, []conch.Tool{echoTool("bash")}, func(o *Options) {
+		o.Vision, o.Media = true, &memFiles{files: map[string][]byte{}}
 		o.ToolSource = func(_ context.Context, env conch.ToolEnv) []conch.Tool {
 			asked = append(asked, env.Conversation)
 			return []conch.Tool{shadow, pic}
