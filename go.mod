@@ -119,3 +119,6 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
+
+// The pure-Go olm without a build tag (scripts/mautrix-fork.sh, third_party/mautrix/README.md).
+replace maunium.net/go/mautrix => ./third_party/mautrix

@@ -70,6 +70,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.usageCmd(),
 		a.webCmd(),     // web chat login (web.go)
 		a.serviceCmd(), // systemd unit (service.go)
+		a.versionCmd(), // version.go
 	)
 	return root
 }
