@@ -91,7 +91,7 @@ func lockDataDir(dir string) (unlock func(), err error) {
 // configuration is needed, and a missing store in a used data dir is refused
 // as for a gateway.
 func (a *app) openStore(ctx context.Context) (*sqlite.DB, *config.Config, error) {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -10,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"conch"
-	"conch/config"
 	"conch/sqlite"
 )
 
@@ -22,7 +20,7 @@ func (a *app) memoryCmd() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&user, "user", "", "the person, as channel:id (default: the terminal user, cli:<cli.user>)")
 	open := func(cmd *cobra.Command) (*sqlite.DB, conch.UserKey, error) {
-		cfg, err := config.Load(a.configPath, os.Environ())
+		cfg, err := a.loadOperatorConfig()
 		if err != nil {
 			return nil, conch.UserKey{}, err
 		}

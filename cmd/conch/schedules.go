@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"conch"
-	"conch/config"
 	"conch/schedule"
 	"conch/sqlite"
 )
@@ -41,7 +39,7 @@ func (a *app) openSchedules(cmd *cobra.Command, conv string) (*schedule.Schedule
 			return nil, key, nil, fmt.Errorf("--conversation: %w (e.g. matrix:!room:example.org)", err)
 		}
 	}
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, key, nil, err
 	}

@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"conch/config"
 )
 
 // serviceName is the systemd unit conch installs.
@@ -176,7 +174,7 @@ func (sc *serviceCmds) unitOptions(envFile string) (serviceOptions, error) {
 		o.Config, _ = filepath.Abs(cfg.File)
 	}
 	if o.EnvFile == "" {
-		o.EnvFile = filepath.Join(filepath.Dir(config.DefaultPath()), "conch.env")
+		o.EnvFile = sc.a.envFilePath()
 	}
 	if !sc.userUnit {
 		if u, err := user.Current(); err == nil && u.Uid != "0" {

@@ -37,7 +37,7 @@ func (a *app) skillsCmd() *cobra.Command {
 // openSkills loads the configuration and the store; the returned func
 // releases the store.
 func (a *app) openSkills(ctx context.Context) (*config.Config, *skill.Manager, func(), error) {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -211,7 +211,7 @@ func (a *app) skillsCreateCmd() *cobra.Command {
 		Short: "Scaffold a user skill in $XDG_CONFIG_HOME/conch/skills/NAME (skills.user_dir)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(a.configPath, os.Environ())
+			cfg, err := a.loadOperatorConfig()
 			if err != nil {
 				return err
 			}

@@ -40,15 +40,21 @@ import (
 )
 
 // loadOperatorConfig reads the configuration for an operator command that
-// never talks to the model (`conch web url`, `logout-all`): it works where
-// only the service has the model's key.
+// never talks to the model (`conch web url`, `logout-all`, doctor --offline,
+// sandbox, pairing, schedules, usage, backup, restore): it is not validated
+// for a model, and it reads the service's environment file (envfile.go), so
+// it works where only the service has the model's key.
 func (a *app) loadOperatorConfig() (*config.Config, error) {
-	return config.Load(a.configPath, os.Environ())
+	env, err := a.environ()
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(a.configPath, env)
 }
 
 // loadConfig reads and validates the configuration.
 func (a *app) loadConfig() (*config.Config, error) {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, err
 	}
