@@ -56,6 +56,7 @@ type Server struct {
 	requests []Request
 	count    int
 	changed  chan struct{} // closed and replaced whenever count grows
+	models   models        // the model-list endpoints (models.go)
 }
 
 // Option configures a Server.
@@ -208,6 +209,9 @@ func route(r *http.Request) (p Provider, model string, stream, ok bool) {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveModels(w, r) {
+		return
+	}
 	p, model, stream, ok := route(r)
 	if !ok {
 		s.writeJSON(w, http.StatusNotFound, nil, map[string]any{"error": map[string]any{
