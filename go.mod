@@ -35,6 +35,7 @@ require (
 	go.mau.fi/util v0.10.1
 	go.yaml.in/yaml/v4 v4.0.0
 	golang.org/x/net v0.60.0
+	golang.org/x/term v0.46.0
 	google.golang.org/genai v1.77.0
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 	maunium.net/go/mautrix v0.31.0

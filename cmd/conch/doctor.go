@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -161,9 +159,9 @@ func checkDataDir(ctx context.Context, dir string) error {
 		return fmt.Errorf("%s is not writable: %w", dir, err)
 	}
 	os.Remove(probe)
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "conch.db"))
+	db, err := openDataStore(ctx, dir, io.Discard)
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
 	return db.Close()
 }
@@ -171,49 +169,8 @@ func checkDataDir(ctx context.Context, dir string) error {
 // checkModel asks the provider's model list endpoint, which costs no tokens,
 // and reports whether the key is accepted.
 func checkModel(ctx context.Context, m config.ModelConfig) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	var req *http.Request
-	var err error
-	switch m.Provider {
-	case "openai":
-		base := strings.TrimRight(orDefault(m.BaseURL, "https://api.openai.com/v1"), "/")
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
-		if err == nil && m.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+m.APIKey)
-		}
-	case "anthropic":
-		base := strings.TrimRight(orDefault(m.BaseURL, "https://api.anthropic.com"), "/")
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
-		if err == nil {
-			req.Header.Set("x-api-key", m.APIKey)
-			req.Header.Set("anthropic-version", "2023-06-01")
-		}
-	case "gemini":
-		base := strings.TrimRight(orDefault(m.BaseURL, "https://generativelanguage.googleapis.com"), "/")
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1beta/models", nil)
-		if err == nil {
-			req.Header.Set("x-goog-api-key", m.APIKey)
-		}
-	default:
-		return fmt.Errorf("unknown provider %q", m.Provider)
-	}
-	if err != nil {
-		return fmt.Errorf("model.base_url: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach %s: %w (check model.base_url and the network)", req.URL.Host, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("the API key was refused (HTTP %d): check CONCH_MODEL_API_KEY", resp.StatusCode)
-	case resp.StatusCode >= 400:
-		return fmt.Errorf("HTTP %d from %s: %s", resp.StatusCode, req.URL, strings.TrimSpace(string(body)))
-	}
-	return nil
+	_, err := listModels(ctx, m)
+	return err
 }
 
 func orDefault(s, def string) string {

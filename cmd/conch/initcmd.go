@@ -1,0 +1,524 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"conch/channel/telegram"
+	"conch/channel/web"
+	"conch/config"
+	"conch/sandbox/docker"
+)
+
+// initOptions are conch init's flags; an empty one is asked for on a
+// terminal and left as it is (or as the config file has it) otherwise.
+type initOptions struct {
+	provider, model, baseURL string
+	apiKeyStdin              bool
+	engine                   string
+	noImage                  bool
+	telegramTokenFile        string
+	telegramAllow            []string
+	service, userService     bool
+	nonInteractive           bool
+}
+
+// Files conch init keeps beside conch.toml, mode 0600.
+const (
+	modelKeyFile    = "model.key"
+	telegramKeyFile = "telegram.token"
+)
+
+var providers = []string{"openai", "anthropic", "gemini"}
+
+func (a *app) initCmd() *cobra.Command {
+	var o initOptions
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Set conch up: model and key, channels, container engine, sandbox image, conch.toml",
+		Long: `Set conch up, or change its setup: asks for the model provider and key (the key is
+checked by listing the provider's models and saved to model.key, mode 0600, beside
+conch.toml — never echoed or logged), the model, the channels (the web chat always;
+Telegram checked live), finds the container engine (or says how to install one),
+builds the sandbox image, writes conch.toml with comments, offers the systemd
+service and prints the web chat's login link.
+
+Run again, it edits conch.toml: only the keys it sets change; comments and every
+other key stay. Without a terminal (or with --non-interactive) it asks nothing:
+flags give the answers and the key comes on standard input (--api-key-stdin):
+
+  printf '%s\n' "$OPENAI_API_KEY" | conch init --non-interactive \
+      --provider openai --model gpt-5-mini --api-key-stdin`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runInit(cmd.Context(), o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.provider, "provider", "", "model provider: "+strings.Join(providers, ", "))
+	f.StringVar(&o.model, "model", "", "model name (one the key lists)")
+	f.StringVar(&o.baseURL, "base-url", "", "the provider's API base URL (a proxy or a compatible server)")
+	f.BoolVar(&o.apiKeyStdin, "api-key-stdin", false, "read the API key from standard input's first line")
+	f.StringVar(&o.engine, "engine", "", "container engine: auto, docker, podman or none (default: found)")
+	f.BoolVar(&o.noImage, "no-image", false, "do not build the sandbox image now (conch up builds it when first needed)")
+	f.StringVar(&o.telegramTokenFile, "telegram-token-file", "", "open Telegram with the bot token in this file (checked live)")
+	f.StringSliceVar(&o.telegramAllow, "telegram-allow", nil, "Telegram user ids that may talk to conch, comma separated")
+	f.BoolVar(&o.service, "service", false, "install and start the systemd service at the end")
+	f.BoolVar(&o.userService, "user", false, "with --service: a unit of your own user (systemctl --user)")
+	f.BoolVar(&o.nonInteractive, "non-interactive", false, "ask nothing, even on a terminal")
+	return cmd
+}
+
+// initSession is one run of conch init.
+type initSession struct {
+	a           *app
+	o           initOptions
+	interactive bool
+	in          *bufio.Reader
+	stdinFD     int
+	path, dir   string
+	doc         *tomlDoc
+	fresh       bool
+}
+
+func (a *app) runInit(ctx context.Context, o initOptions) error {
+	s := &initSession{a: a, o: o, in: bufio.NewReader(a.stdin), stdinFD: -1}
+	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		s.stdinFD = int(f.Fd())
+		s.interactive = !o.nonInteractive
+	}
+	if o.apiKeyStdin && s.interactive {
+		return errors.New("--api-key-stdin reads a key from a pipe; on a terminal conch init asks for it (hidden)")
+	}
+	s.path = a.configPath
+	if s.path == "" {
+		s.path = config.DefaultPath()
+	}
+	s.dir = filepath.Dir(s.path)
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("config dir: %w", err)
+	}
+	text, err := os.ReadFile(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		s.fresh = true
+		s.doc = parseTOMLDoc(initHeader)
+	case err != nil:
+		return fmt.Errorf("config file: %w", err)
+	default:
+		s.doc = parseTOMLDoc(string(text))
+		s.say("Editing %s: only the keys conch init sets change.", s.path)
+	}
+
+	if err := s.model(ctx); err != nil {
+		return err
+	}
+	if err := s.telegram(ctx); err != nil {
+		return err
+	}
+	s.say("Matrix and email: fill in [matrix] or [email] in %s (README), then `conch doctor` checks them live.", s.path)
+	engineFound, err := s.engine(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.write(); err != nil {
+		return err
+	}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return fmt.Errorf("the written %s does not load: %w", s.path, err)
+	}
+	if engineFound && !s.o.noImage {
+		if err := s.buildImage(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.service(ctx); err != nil {
+		return err
+	}
+	return s.link(ctx, cfg)
+}
+
+// initHeader opens a conch.toml conch init writes.
+const initHeader = `# conch.toml, written by conch init. Edit it freely: conch init run again
+# changes only the keys it sets, and keeps comments and every other key.
+# Every key and its default: config/default.toml in the source, or
+# ` + "`conch config`" + ` for what is in force. CONCH_* variables override this file.
+`
+
+func (s *initSession) say(format string, args ...any) {
+	fmt.Fprintf(s.a.stderr, format+"\n", args...)
+}
+
+// ask reads one line on a terminal; def is what Enter keeps.
+func (s *initSession) ask(question, def string) (string, error) {
+	if def != "" {
+		fmt.Fprintf(s.a.stderr, "%s [%s]: ", question, def)
+	} else {
+		fmt.Fprintf(s.a.stderr, "%s: ", question)
+	}
+	line, err := s.in.ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("%s: no answer (%w)", question, err)
+	}
+	if line = strings.TrimSpace(line); line == "" {
+		return def, nil
+	}
+	return line, nil
+}
+
+// askSecret reads a line without echo; the answer is never printed.
+func (s *initSession) askSecret(question string) (string, error) {
+	fmt.Fprintf(s.a.stderr, "%s (input hidden): ", question)
+	b, err := term.ReadPassword(s.stdinFD)
+	fmt.Fprintln(s.a.stderr)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", question, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func (s *initSession) yes(question string, def bool) (bool, error) {
+	d := "y/N"
+	if def {
+		d = "Y/n"
+	}
+	ans, err := s.ask(question+" ("+d+")", "")
+	if err != nil {
+		return false, err
+	}
+	if ans == "" {
+		return def, nil
+	}
+	return strings.HasPrefix(strings.ToLower(ans), "y"), nil
+}
+
+func (s *initSession) current(table, key string) string {
+	raw, _ := s.doc.get(table, key)
+	return unquote(raw)
+}
+
+// model settles the provider, the key (proved by listing the models) and the model.
+func (s *initSession) model(ctx context.Context) error {
+	m := config.ModelConfig{Provider: s.o.provider, BaseURL: s.o.baseURL}
+	if m.Provider == "" {
+		m.Provider = s.current("model", "provider")
+	}
+	if s.interactive {
+		def := m.Provider
+		if def == "" {
+			def = "openai"
+		}
+		p, err := s.ask("Model provider ("+strings.Join(providers, ", ")+")", def)
+		if err != nil {
+			return err
+		}
+		m.Provider = p
+	}
+	if !slices.Contains(providers, m.Provider) {
+		return fmt.Errorf("model provider %q: choose one of %s (--provider)", m.Provider, strings.Join(providers, ", "))
+	}
+	if m.BaseURL == "" {
+		m.BaseURL = s.current("model", "base_url")
+	}
+
+	keyPath := s.current("model", "api_key_file")
+	if keyPath == "" {
+		keyPath = filepath.Join(s.dir, modelKeyFile)
+	}
+	saved, _ := os.ReadFile(keyPath)
+	savedKey := strings.TrimSpace(string(saved))
+	switch {
+	case s.o.apiKeyStdin:
+		line, err := s.in.ReadString('\n')
+		if line = strings.TrimSpace(line); line == "" {
+			return fmt.Errorf("--api-key-stdin: no key on standard input (%v)", err)
+		}
+		m.APIKey = line
+	case s.interactive:
+		q := "API key for " + m.Provider
+		if savedKey != "" {
+			q += " (Enter keeps the saved one)"
+		}
+		k, err := s.askSecret(q)
+		if err != nil {
+			return err
+		}
+		m.APIKey = k
+	}
+	if m.APIKey == "" {
+		m.APIKey = savedKey
+	}
+	if m.APIKey == "" {
+		return fmt.Errorf("no API key: give it on standard input with --api-key-stdin (or run conch init on a terminal); it is saved to %s, mode 0600", keyPath)
+	}
+
+	s.say("Checking the key: listing %s's models...", m.Provider)
+	models, err := listModels(ctx, m)
+	if err != nil {
+		return err
+	}
+	if len(models) == 0 {
+		return fmt.Errorf("%s lists no model for this key", m.Provider)
+	}
+	s.say("The key works: %d models.", len(models))
+	name := s.o.model
+	if name == "" {
+		name = s.current("model", "name")
+	}
+	if s.interactive {
+		show := models
+		if len(show) > 40 {
+			show = show[:40]
+		}
+		for i, id := range show {
+			fmt.Fprintf(s.a.stderr, "  %2d. %s\n", i+1, id)
+		}
+		if len(models) > len(show) {
+			fmt.Fprintf(s.a.stderr, "  ... and %d more (type a name)\n", len(models)-len(show))
+		}
+		def := name
+		if def == "" {
+			def = show[0]
+		}
+		ans, err := s.ask("Model (number or name)", def)
+		if err != nil {
+			return err
+		}
+		if n, err := strconv.Atoi(ans); err == nil && n >= 1 && n <= len(show) {
+			ans = show[n-1]
+		}
+		name = ans
+	}
+	if name == "" {
+		return fmt.Errorf("no model: pass --model, one of %s", sample(models))
+	}
+	if !slices.Contains(models, name) {
+		return fmt.Errorf("model %q is not among the %d models this key lists (%s)", name, len(models), sample(models))
+	}
+
+	if err := writeSecret(keyPath, m.APIKey); err != nil {
+		return err
+	}
+	s.doc.set("model", "provider", tomlString(m.Provider), "")
+	s.doc.set("model", "name", tomlString(name), "")
+	if m.BaseURL != "" {
+		s.doc.set("model", "base_url", tomlString(m.BaseURL), "")
+	}
+	s.doc.set("model", "api_key_file", tomlString(keyPath), "")
+	s.say("Model: %s/%s; key saved to %s (mode 0600).", m.Provider, name, keyPath)
+	return nil
+}
+
+func sample(ids []string) string {
+	if len(ids) > 8 {
+		return strings.Join(ids[:8], ", ") + ", ..."
+	}
+	return strings.Join(ids, ", ")
+}
+
+// writeSecret writes a secret file, mode 0600, through a temporary file.
+func writeSecret(path, secret string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil { // an old .tmp kept its mode
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
+}
+
+// telegram opens the Telegram channel when asked, with its token checked live.
+func (s *initSession) telegram(ctx context.Context) error {
+	token := ""
+	switch {
+	case s.o.telegramTokenFile != "":
+		b, err := os.ReadFile(s.o.telegramTokenFile)
+		if err != nil {
+			return fmt.Errorf("--telegram-token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	case s.interactive:
+		def := s.current("telegram", "bot_token_file") != ""
+		open, err := s.yes("Open Telegram (a bot token from @BotFather)?", def)
+		if err != nil || !open {
+			return err
+		}
+		if token, err = s.askSecret("Telegram bot token (Enter keeps the saved one)"); err != nil {
+			return err
+		}
+		if token == "" && def {
+			b, _ := os.ReadFile(s.current("telegram", "bot_token_file"))
+			token = strings.TrimSpace(string(b))
+		}
+	default:
+		return nil
+	}
+	if token == "" {
+		return errors.New("telegram: no bot token")
+	}
+	apiURL := s.current("telegram", "api_url")
+	if apiURL == "" {
+		cfg, err := config.Load("", nil)
+		if err != nil {
+			return err
+		}
+		apiURL = cfg.Telegram.APIURL
+	}
+	name, err := telegram.CheckBot(ctx, apiURL, token)
+	if err != nil {
+		return fmt.Errorf("telegram: the bot token does not work: %w", err)
+	}
+	allow := s.o.telegramAllow
+	if s.interactive && len(allow) == 0 {
+		ans, err := s.ask("Telegram user ids that may talk to "+name+" (comma separated; message @userinfobot to learn yours)", strings.Trim(s.current("telegram", "allow_from"), "[]"))
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Split(ans, ",") {
+			if f = strings.Trim(strings.TrimSpace(f), `"`); f != "" {
+				allow = append(allow, f)
+			}
+		}
+	}
+	path := filepath.Join(s.dir, telegramKeyFile)
+	if err := writeSecret(path, token); err != nil {
+		return err
+	}
+	s.doc.set("telegram", "bot_token_file", tomlString(path), "")
+	if len(allow) > 0 {
+		s.doc.set("telegram", "allow_from", tomlStrings(allow), "")
+	} else {
+		s.say("Telegram: nobody may talk to the bot yet: add user ids to telegram.allow_from (or use dm_policy = \"pairing\").")
+	}
+	s.say("Telegram: %s works; token saved to %s (mode 0600).", name, path)
+	return nil
+}
+
+// engine finds the container engine, or says how to get one. It reports
+// whether one answered.
+func (s *initSession) engine(ctx context.Context) (bool, error) {
+	engine := s.o.engine
+	if engine == "" {
+		engine = s.current("sandbox", "engine")
+	}
+	if engine == "" {
+		engine = "auto"
+	}
+	if engine == "none" {
+		s.doc.set("sandbox", "engine", tomlString("none"), "")
+		s.say("Container engine: none (no sandboxes: the model gets no computer).")
+		return false, nil
+	}
+	host, err := docker.DetectHost(s.current("sandbox", "host"), engine, os.Getenv)
+	var info docker.Info
+	if err == nil {
+		info, err = docker.Probe(ctx, host, engine)
+	}
+	if err != nil {
+		s.say("No container engine answered (%v).\n"+
+			"Every conversation's computer is a container: install Docker or Podman, e.g. on Debian or Ubuntu\n"+
+			"  sudo apt-get install docker.io && sudo usermod -aG docker $USER   (log in again)\n"+
+			"  or: sudo apt-get install podman && systemctl --user enable --now podman.socket\n"+
+			"then run conch init again. Until then conch runs without sandboxes.", err)
+		if s.interactive {
+			ok, err := s.yes("Continue without a container engine?", true)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				return false, errors.New("stopped: install a container engine and run conch init again")
+			}
+		}
+		s.doc.set("sandbox", "engine", tomlString("none"), "")
+		return false, nil
+	}
+	s.doc.set("sandbox", "engine", tomlString(engine), "")
+	s.say("Container engine: %s %s at %s.", info.Engine, info.Version, info.Host)
+	return true, nil
+}
+
+// write saves conch.toml through a temporary file.
+func (s *initSession) write() error {
+	tmp := s.path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(s.doc.String()), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	if s.fresh {
+		s.say("Wrote %s.", s.path)
+	} else {
+		s.say("Updated %s.", s.path)
+	}
+	return nil
+}
+
+// buildImage builds the sandbox image, one line per step with the time so far.
+func (s *initSession) buildImage(ctx context.Context) error {
+	s.say("Building the sandbox image (the first build downloads Debian packages: a minute or two)...")
+	start := time.Now()
+	err := s.a.withRuntime(ctx, func(ctx context.Context, d *deps) error {
+		return d.runtime.BuildImage(ctx, func(line string) {
+			fmt.Fprintf(s.a.stderr, "  [%5.1fs] %s\n", time.Since(start).Seconds(), line)
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox image: %w (conch sandbox image build tries again)", err)
+	}
+	s.say("Sandbox image ready in %s.", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// service installs the systemd service when asked.
+func (s *initSession) service(ctx context.Context) error {
+	install := s.o.service
+	if s.interactive && !install {
+		var err error
+		if install, err = s.yes("Install conch as a systemd service (starts now and at boot)?", false); err != nil {
+			return err
+		}
+	}
+	if !install {
+		s.say("Start conch with `conch up` (or later: conch service install).")
+		return nil
+	}
+	sc := &serviceCmds{a: s.a, systemctl: execSystemctl, where: unitPath, userUnit: s.o.userService}
+	return sc.install(ctx, false, "")
+}
+
+// link prints the web chat's login link.
+func (s *initSession) link(ctx context.Context, cfg *config.Config) error {
+	if err := webAvailable(cfg); err != nil {
+		s.say("Web chat: %v", err)
+		return nil
+	}
+	d, err := s.a.build(ctx, cfg, io.Discard)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	link, err := loginLink(ctx, cfg, web.NewAuth(d.db, d.db, cfg.Web.LoginTTL.D(), cfg.Web.SessionTTL.D(), nil), false)
+	if err != nil {
+		return err
+	}
+	s.say("Done. When conch is up, open the web chat (the link works once, for %s; `conch web url` prints another):", cfg.Web.LoginTTL.D())
+	fmt.Fprintln(s.a.stdout, link)
+	return nil
+}
