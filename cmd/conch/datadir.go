@@ -98,7 +98,7 @@ func (a *app) openStore(ctx context.Context) (*sqlite.DB, *config.Config, error)
 	if err := prepareDataDir(cfg.DataDir, false); err != nil {
 		return nil, nil, err
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
+	db, err := openDataStore(ctx, cfg.DataDir, a.stderr)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -119,9 +119,9 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 	for _, w := range cfg.Deprecations() {
 		log.Warn(w)
 	}
-	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
+	d.db, err = openDataStore(ctx, cfg.DataDir, a.stderr) // upgrade.go
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
 	d.closers = append(d.closers, d.db)
 	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)
