@@ -16,7 +16,6 @@ import (
 	"conch/channel/matrix"
 	"conch/config"
 	"conch/sandbox/docker"
-	"conch/sqlite"
 )
 
 func (a *app) doctorCmd() *cobra.Command {
@@ -127,7 +126,7 @@ func (a *app) doctorMatrix(ctx context.Context, cfg *config.Config, check func(s
 	if mc.AccessToken != "" {
 		check("matrix login", matrix.CheckLogin(ctx, mc.Homeserver, mc.UserID, mc.AccessToken), mc.UserID+" at "+mc.Homeserver)
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	db, err := openDataStore(ctx, cfg.DataDir, io.Discard)
 	if err != nil {
 		return // reported by the data dir check
 	}

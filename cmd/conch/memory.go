@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -35,7 +34,7 @@ func (a *app) memoryCmd() *cobra.Command {
 		if err := prepareDataDir(cfg.DataDir, false); err != nil {
 			return nil, u, err
 		}
-		db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+		db, err := openDataStore(cmd.Context(), cfg.DataDir, a.stderr)
 		return db, u, err
 	}
 	cmd.AddCommand(&cobra.Command{

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"conch"
 	"conch/schedule"
-	"conch/sqlite"
 )
 
 // schedulesCmd is `conch schedules list|cancel`: the operator's view of the
@@ -46,7 +44,7 @@ func (a *app) openSchedules(cmd *cobra.Command, conv string) (*schedule.Schedule
 	if err := prepareDataDir(cfg.DataDir, false); err != nil {
 		return nil, key, nil, err
 	}
-	db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+	db, err := openDataStore(cmd.Context(), cfg.DataDir, a.stderr)
 	if err != nil {
 		return nil, key, nil, err
 	}

@@ -14,7 +14,6 @@ import (
 
 	"conch/config"
 	"conch/skill"
-	"conch/sqlite"
 )
 
 func (a *app) skillsCmd() *cobra.Command {
@@ -44,7 +43,7 @@ func (a *app) openSkills(ctx context.Context) (*config.Config, *skill.Manager, f
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, nil, fmt.Errorf("data_dir %s: %w (set CONCH_DATA_DIR to a writable directory)", cfg.DataDir, err)
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	db, err := openDataStore(ctx, cfg.DataDir, a.stderr)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open store: %w", err)
 	}

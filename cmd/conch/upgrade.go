@@ -125,7 +125,6 @@ func backupBeforeUpgrade(ctx context.Context, dataDir string, schema int) (strin
 	return dst, nil
 }
 
-
 // restore puts a backup in place of the data dir's store: the inverse of
 // conch backup. It is refused while a conch holds the data dir; the store
 // it replaces is kept in <data dir>/backups; an older backup is upgraded
