@@ -6,7 +6,7 @@
 # `go build ./cmd/conch` (CGO_ENABLED=0 or not) has Matrix end-to-end
 # encryption. Upstream selects goolm only under -tags goolm
 # (crypto/registergoolm.go, crypto/registerlibolm.go); see
-# docs/decisions/0052-pure-go-crypto-by-default.md.
+# docs/decisions/2026-11-26-pure-go-crypto-by-default.md.
 #
 # Run it after changing mautrix's version in go.mod's require line:
 #   scripts/mautrix-fork.sh && go mod tidy -e

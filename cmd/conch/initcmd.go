@@ -425,7 +425,11 @@ func (s *initSession) engine(ctx context.Context) (bool, error) {
 		s.say("Container engine: none (no sandboxes: the model gets no computer).")
 		return false, nil
 	}
-	host, err := docker.DetectHost(s.current("sandbox", "host"), engine, os.Getenv)
+	host := s.current("sandbox", "host")
+	if cfg, err := s.a.loadOperatorConfig(); err == nil && cfg.Sandbox.Host != "" {
+		host = cfg.Sandbox.Host // CONCH_SANDBOX_HOST, as conch up will see it
+	}
+	host, err := docker.DetectHost(host, engine, os.Getenv)
 	var info docker.Info
 	if err == nil {
 		info, err = docker.Probe(ctx, host, engine)

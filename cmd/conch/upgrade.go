@@ -19,7 +19,7 @@ import (
 // storeVersionFile, so that messages can name versions people know. Before
 // a newer conch migrates an older store it copies the store, as it is, to
 // <data dir>/backups/; an older conch on a newer store refuses, naming both.
-// See docs/decisions/0053-upgrades-and-restore.md.
+// See docs/decisions/2026-11-26-releases-init-upgrades.md.
 
 const (
 	storeVersionFile = "store-version.json"
