@@ -16,6 +16,7 @@ import (
 
 	"conch/config"
 	"conch/internal/testenv/fakellm"
+	tgfake "conch/internal/testenv/telegram"
 )
 
 // conchRunStdin runs conch with stdin and waits for it.
@@ -179,5 +180,38 @@ func (p *conchProc) stop(t *testing.T) {
 	}
 	if err := p.cmd.Wait(); err != nil {
 		t.Fatalf("conch exited with %v after SIGTERM; stderr:\n%s", err, p.stderr)
+	}
+}
+
+// TestInitTelegram: conch init opens Telegram with a token checked live
+// against the Bot API (the wire-exact fake), saves it 0600 beside the config
+// and writes the allowlist; a token the Bot API refuses is refused.
+func TestInitTelegram(t *testing.T) {
+	const key = "sk-tg"
+	srv := fakellm.New(t)
+	tg := tgfake.Start(t)
+	dir := t.TempDir()
+	env := append(initEnv(dir), "CONCH_TELEGRAM_API_URL="+tg.URL)
+	good := filepath.Join(dir, "token")
+	bad := filepath.Join(dir, "bad-token")
+	os.WriteFile(good, []byte(tg.Token+"\n"), 0o600)
+	os.WriteFile(bad, []byte("123:not-the-token\n"), 0o600)
+	args := "init --non-interactive --provider openai --model test-model --engine none --api-key-stdin --base-url " + srv.BaseURL(fakellm.OpenAI)
+
+	_, errOut, code := conchRunStdin(t, env, args+" --telegram-token-file "+bad, key+"\n")
+	if code == 0 || !strings.Contains(errOut, "telegram: the bot token does not work") || strings.Contains(errOut, "not-the-token") {
+		t.Fatalf("bad token: exit %d, stderr %q", code, errOut)
+	}
+	out, errOut, code := conchRunStdin(t, env, args+" --telegram-token-file "+good+" --telegram-allow 4242,777", key+"\n")
+	if code != 0 || !strings.Contains(errOut, "Telegram: ") || strings.Contains(out+errOut, tg.Token) {
+		t.Fatalf("conch init with Telegram: exit %d\n%s\n%s", code, out, errOut)
+	}
+	saved := filepath.Join(dir, "config", "conch", telegramKeyFile)
+	if st, err := os.Stat(saved); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "config", "conch", "conch.toml"), nil)
+	if err != nil || cfg.Telegram.BotTokenFile != saved || strings.Join(cfg.Telegram.AllowFrom, ",") != "4242,777" {
+		t.Fatalf("config: %+v %v", cfg.Telegram, err)
 	}
 }

@@ -372,14 +372,12 @@ func (s *initSession) telegram(ctx context.Context) error {
 	if token == "" {
 		return errors.New("telegram: no bot token")
 	}
-	apiURL := s.current("telegram", "api_url")
-	if apiURL == "" {
-		cfg, err := config.Load("", nil)
-		if err != nil {
-			return err
-		}
-		apiURL = cfg.Telegram.APIURL
+	// The API URL as conch up will see it (config file, CONCH_TELEGRAM_API_URL, default).
+	cfg, err := s.a.loadOperatorConfig()
+	if err != nil {
+		return err
 	}
+	apiURL := cfg.Telegram.APIURL
 	name, err := telegram.CheckBot(ctx, apiURL, token)
 	if err != nil {
 		return fmt.Errorf("telegram: the bot token does not work: %w", err)
