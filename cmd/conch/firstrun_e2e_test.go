@@ -41,9 +41,9 @@ func TestFirstRun(t *testing.T) {
 	rand.Read(buf)
 	instance := "firstrun" + hex.EncodeToString(buf)
 	image := "conch-sandbox:" + instance
-	cache := e.CacheDir
+	cache, initWait := e.CacheDir, 3*time.Minute
 	if os.Getenv("CONCH_FIRSTRUN_COLD") == "1" {
-		cache = t.TempDir()
+		cache, initWait = t.TempDir(), 15*time.Minute
 	}
 	api := e.Client(t)
 	t.Cleanup(func() { _, _ = api.ImageRemove(context.Background(), image, client.ImageRemoveOptions{Force: true}) })
@@ -66,8 +66,8 @@ func TestFirstRun(t *testing.T) {
 	mark := func(name string, since time.Time) { steps = append(steps, step{name, time.Since(since)}) }
 
 	t0 := time.Now()
-	out, errOut, code := conchRunStdin(t, env, "init --non-interactive --provider openai --base-url "+srv.BaseURL(fakellm.OpenAI)+
-		" --model test-model --engine "+e.Name+" --api-key-stdin", key+"\n")
+	out, errOut, code := conchRunStdinWithin(t, env, "init --non-interactive --provider openai --base-url "+srv.BaseURL(fakellm.OpenAI)+
+		" --model test-model --engine "+e.Name+" --api-key-stdin", key+"\n", initWait)
 	if code != 0 {
 		t.Fatalf("conch init: exit %d\n%s\n%s", code, out, errOut)
 	}

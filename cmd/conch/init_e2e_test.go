@@ -19,10 +19,15 @@ import (
 	tgfake "conch/internal/testenv/telegram"
 )
 
-// conchRunStdin runs conch with stdin and waits for it.
+// conchRunStdin runs conch with stdin and waits for it, 3 minutes at most.
 func conchRunStdin(t *testing.T, env []string, args, stdin string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	return conchRunStdinWithin(t, env, args, stdin, 3*time.Minute)
+}
+
+func conchRunStdinWithin(t *testing.T, env []string, args, stdin string, wait time.Duration) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0])
 	cmd.Env = append(env, "CONCH_TEST_ARGS="+args)
