@@ -15,7 +15,9 @@ import (
 	"github.com/coder/websocket"
 
 	"conch/config"
+	"conch/internal/testenv"
 	"conch/internal/testenv/fakellm"
+	"conch/internal/testenv/homeserver"
 	tgfake "conch/internal/testenv/telegram"
 )
 
@@ -218,5 +220,41 @@ func TestInitTelegram(t *testing.T) {
 	cfg, err := config.Load(filepath.Join(dir, "config", "conch", "conch.toml"), nil)
 	if err != nil || cfg.Telegram.BotTokenFile != saved || strings.Join(cfg.Telegram.AllowFrom, ",") != "4242,777" {
 		t.Fatalf("config: %+v %v", cfg.Telegram, err)
+	}
+}
+
+// TestInitMatrix: conch init opens Matrix with a login checked live against
+// a real homeserver (dendrite): the token is saved 0600, the config names
+// it; a token of another account is refused.
+func TestInitMatrix(t *testing.T) {
+	testenv.Short(t)
+	hs := homeserver.Start(t)
+	botID, botToken, _ := hs.Register(t, "conch")
+	_, otherToken, _ := hs.Register(t, "other")
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	env := initEnv(dir)
+	good := filepath.Join(dir, "token")
+	other := filepath.Join(dir, "other-token")
+	os.WriteFile(good, []byte(botToken+"\n"), 0o600)
+	os.WriteFile(other, []byte(otherToken+"\n"), 0o600)
+	args := "init --non-interactive --provider openai --model test-model --engine none --api-key-stdin --base-url " + srv.BaseURL(fakellm.OpenAI) +
+		" --matrix-homeserver " + hs.URL + " --matrix-user " + string(botID) + " --matrix-allow @alice:localhost --matrix-token-file "
+
+	_, errOut, code := conchRunStdin(t, env, args+other, "k\n")
+	if code == 0 || !strings.Contains(errOut, "matrix: the login does not work") || strings.Contains(errOut, otherToken) {
+		t.Fatalf("another account's token: exit %d, stderr %q", code, errOut)
+	}
+	out, errOut, code := conchRunStdin(t, env, args+good, "k\n")
+	if code != 0 || strings.Contains(out+errOut, botToken) {
+		t.Fatalf("conch init with Matrix: exit %d\n%s\n%s", code, out, errOut)
+	}
+	saved := filepath.Join(dir, "config", "conch", matrixKeyFile)
+	if st, err := os.Stat(saved); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", st, err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "config", "conch", "conch.toml"), nil)
+	if err != nil || cfg.Matrix.AccessTokenFile != saved || cfg.Matrix.Homeserver != hs.URL || cfg.Matrix.UserID != string(botID) {
+		t.Fatalf("config: %+v %v", cfg.Matrix, err)
 	}
 }

@@ -69,6 +69,7 @@ func TestInitOnATerminal(t *testing.T) {
 	answer("API key for openai (input hidden): ", key)
 	answer("Model (number or name) [test-model]: ", "2")
 	answer("Open Telegram (a bot token from @BotFather)? (y/N): ", "")
+	answer("Open Matrix (a bot account's access token)? (y/N): ", "")
 	answer("Install conch as a systemd service (starts now and at boot)? (y/N): ", "n")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

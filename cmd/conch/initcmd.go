@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"conch/channel/matrix"
 	"conch/channel/telegram"
 	"conch/channel/web"
 	"conch/config"
@@ -32,6 +33,10 @@ type initOptions struct {
 	noImage                  bool
 	telegramTokenFile        string
 	telegramAllow            []string
+	matrixHomeserver         string
+	matrixUser               string
+	matrixTokenFile          string
+	matrixAllow              []string
 	service, userService     bool
 	nonInteractive           bool
 }
@@ -40,6 +45,7 @@ type initOptions struct {
 const (
 	modelKeyFile    = "model.key"
 	telegramKeyFile = "telegram.token"
+	matrixKeyFile   = "matrix.token"
 )
 
 var providers = []string{"openai", "anthropic", "gemini"}
@@ -74,6 +80,10 @@ flags give the answers and the key comes on standard input (--api-key-stdin):
 	f.BoolVar(&o.noImage, "no-image", false, "do not build the sandbox image now (conch up builds it when first needed)")
 	f.StringVar(&o.telegramTokenFile, "telegram-token-file", "", "open Telegram with the bot token in this file (checked live)")
 	f.StringSliceVar(&o.telegramAllow, "telegram-allow", nil, "Telegram user ids that may talk to conch, comma separated")
+	f.StringVar(&o.matrixHomeserver, "matrix-homeserver", "", "open Matrix on this homeserver (with --matrix-user and --matrix-token-file; checked live)")
+	f.StringVar(&o.matrixUser, "matrix-user", "", "the bot's Matrix user id, e.g. @conch:example.org")
+	f.StringVar(&o.matrixTokenFile, "matrix-token-file", "", "a file with the bot's access token")
+	f.StringSliceVar(&o.matrixAllow, "matrix-allow", nil, "Matrix user ids that may talk to conch, comma separated")
 	f.BoolVar(&o.service, "service", false, "install and start the systemd service at the end")
 	f.BoolVar(&o.userService, "user", false, "with --service: a unit of your own user (systemctl --user)")
 	f.BoolVar(&o.nonInteractive, "non-interactive", false, "ask nothing, even on a terminal")
@@ -127,7 +137,10 @@ func (a *app) runInit(ctx context.Context, o initOptions) error {
 	if err := s.telegram(ctx); err != nil {
 		return err
 	}
-	s.say("Matrix and email: fill in [matrix] or [email] in %s (README), then `conch doctor` checks them live.", s.path)
+	if err := s.matrix(ctx); err != nil {
+		return err
+	}
+	s.say("Email (and Slack, Discord): fill in its section of %s (README), then `conch doctor` checks it live.", s.path)
 	engineFound, err := s.engine(ctx)
 	if err != nil {
 		return err
@@ -408,6 +421,74 @@ func (s *initSession) telegram(ctx context.Context) error {
 	return nil
 }
 
+// matrix opens the Matrix channel when asked, its login checked live.
+func (s *initSession) matrix(ctx context.Context) error {
+	hs, user, token, allow := s.o.matrixHomeserver, s.o.matrixUser, "", s.o.matrixAllow
+	switch {
+	case hs != "" || s.o.matrixTokenFile != "":
+		if hs == "" || user == "" || s.o.matrixTokenFile == "" {
+			return errors.New("matrix: --matrix-homeserver, --matrix-user and --matrix-token-file go together")
+		}
+		b, err := os.ReadFile(s.o.matrixTokenFile)
+		if err != nil {
+			return fmt.Errorf("--matrix-token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	case s.interactive:
+		had := s.current("matrix", "access_token_file") != ""
+		open, err := s.yes("Open Matrix (a bot account's access token)?", had)
+		if err != nil || !open {
+			return err
+		}
+		if hs, err = s.ask("Homeserver URL", s.current("matrix", "homeserver")); err != nil {
+			return err
+		}
+		if user, err = s.ask("The bot's user id (@name:server)", s.current("matrix", "user_id")); err != nil {
+			return err
+		}
+		if token, err = s.askSecret("Its access token (Enter keeps the saved one)"); err != nil {
+			return err
+		}
+		if token == "" && had {
+			b, _ := os.ReadFile(s.current("matrix", "access_token_file"))
+			token = strings.TrimSpace(string(b))
+		}
+		if len(allow) == 0 {
+			ans, err := s.ask("Matrix user ids that may talk to conch (comma separated)", strings.Trim(s.current("matrix", "allow_from"), "[]"))
+			if err != nil {
+				return err
+			}
+			for _, f := range strings.Split(ans, ",") {
+				if f = strings.Trim(strings.TrimSpace(f), `"`); f != "" {
+					allow = append(allow, f)
+				}
+			}
+		}
+	default:
+		return nil
+	}
+	if token == "" {
+		return errors.New("matrix: no access token")
+	}
+	if err := matrix.CheckLogin(ctx, hs, user, token); err != nil {
+		return fmt.Errorf("matrix: the login does not work: %w", err)
+	}
+	path := filepath.Join(s.dir, matrixKeyFile)
+	if err := writeSecret(path, token); err != nil {
+		return err
+	}
+	s.doc.set("matrix", "homeserver", tomlString(hs), "")
+	s.doc.set("matrix", "user_id", tomlString(user), "")
+	s.doc.set("matrix", "access_token_file", tomlString(path), "")
+	if len(allow) > 0 {
+		s.doc.set("matrix", "allow_from", tomlStrings(allow), "")
+	} else {
+		s.say("Matrix: nobody may talk to the bot yet: add user ids to matrix.allow_from.")
+	}
+	s.say("Matrix: %s at %s works; token saved to %s (mode 0600).", user, hs, path)
+	return nil
+}
+
 // engine finds the container engine, or says how to get one. It reports
 // whether one answered.
 func (s *initSession) engine(ctx context.Context) (bool, error) {
@@ -472,14 +553,17 @@ func (s *initSession) write() error {
 	return nil
 }
 
-// buildImage builds the sandbox image, one line per step with the time so far.
+// buildImage builds the sandbox image when it is missing or outdated, one
+// line per step with the time so far.
 func (s *initSession) buildImage(ctx context.Context) error {
-	s.say("Building the sandbox image (the first build downloads Debian packages: a minute or two)...")
+	s.say("Checking the sandbox image (a first build downloads Debian packages: a minute or two)...")
 	start := time.Now()
 	err := s.a.withRuntime(ctx, func(ctx context.Context, d *deps) error {
-		return d.runtime.BuildImage(ctx, func(line string) {
+		// Built when missing or from an older definition; a current one is kept.
+		_, err := d.runtime.EnsureImage(ctx, func(line string) {
 			fmt.Fprintf(s.a.stderr, "  [%5.1fs] %s\n", time.Since(start).Seconds(), line)
 		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sandbox image: %w (conch sandbox image build tries again)", err)
