@@ -18,6 +18,7 @@ import (
 	"conch/internal/testenv"
 	"conch/internal/testenv/fakellm"
 	"conch/internal/testenv/homeserver"
+	testmail "conch/internal/testenv/mail"
 	tgfake "conch/internal/testenv/telegram"
 )
 
@@ -256,5 +257,44 @@ func TestInitMatrix(t *testing.T) {
 	cfg, err := config.Load(filepath.Join(dir, "config", "conch", "conch.toml"), nil)
 	if err != nil || cfg.Matrix.AccessTokenFile != saved || cfg.Matrix.Homeserver != hs.URL || cfg.Matrix.UserID != string(botID) {
 		t.Fatalf("config: %+v %v", cfg.Matrix, err)
+	}
+}
+
+// TestInitEmail: conch init opens email with the IMAP and SMTP logins
+// checked live against real servers (dovecot and postfix); the password is
+// saved 0600 and only named by the config; a wrong password is refused.
+func TestInitEmail(t *testing.T) {
+	testenv.Short(t)
+	ms := testmail.Start(t)
+	bot := ms.AddUser(t, "conch")
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	env := append(initEnv(dir), "CONCH_EMAIL_TLS=none") // the test servers speak plain text
+	good := filepath.Join(dir, "pw")
+	bad := filepath.Join(dir, "bad-pw")
+	os.WriteFile(good, []byte(bot.Password+"\n"), 0o600)
+	os.WriteFile(bad, []byte("wrong-password\n"), 0o600)
+	args := "init --non-interactive --provider openai --model test-model --engine none --api-key-stdin --base-url " + srv.BaseURL(fakellm.OpenAI) +
+		" --email-address " + bot.Address + " --email-imap " + ms.IMAPAddr + " --email-smtp " + ms.SMTPAddr + " --email-user " + bot.Local + " --email-smtp-user none" +
+		" --email-allow @" + testmail.Domain + " --email-password-file "
+
+	_, errOut, code := conchRunStdin(t, env, args+bad, "k\n")
+	if code == 0 || !strings.Contains(errOut, "email: the IMAP login does not work") || strings.Contains(errOut, "wrong-password") {
+		t.Fatalf("wrong password: exit %d, stderr %q", code, errOut)
+	}
+	out, errOut, code := conchRunStdin(t, env, args+good, "k\n")
+	if code != 0 || strings.Contains(out+errOut, bot.Password) {
+		t.Fatalf("conch init with email: exit %d\n%s\n%s", code, out, errOut)
+	}
+	saved := filepath.Join(dir, "config", "conch", emailKeyFile)
+	if st, err := os.Stat(saved); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("password file: %v %v", st, err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "config", "conch", "conch.toml"), []string{"CONCH_EMAIL_TLS=none"})
+	if err != nil || cfg.Email.Address != bot.Address || cfg.Email.IMAPPasswordFile != saved || cfg.Email.SMTPPasswordFile != "" {
+		t.Fatalf("config: %+v %v", cfg.Email, err)
+	}
+	if out, errOut, code := conchRun(t, append(env, "CONCH_TEST_AS_MAIN=1"), "doctor"); code != 0 || !strings.Contains(out, "✓ email imap") {
+		t.Fatalf("doctor on what init wrote: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -70,6 +70,7 @@ func TestInitOnATerminal(t *testing.T) {
 	answer("Model (number or name) [test-model]: ", "2")
 	answer("Open Telegram (a bot token from @BotFather)? (y/N): ", "")
 	answer("Open Matrix (a bot account's access token)? (y/N): ", "")
+	answer("Open email (an IMAP and SMTP mailbox of its own)? (y/N): ", "")
 	answer("Install conch as a systemd service (starts now and at boot)? (y/N): ", "n")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"conch/channel/email"
 	"conch/channel/matrix"
 	"conch/channel/telegram"
 	"conch/channel/web"
@@ -37,6 +38,12 @@ type initOptions struct {
 	matrixUser               string
 	matrixTokenFile          string
 	matrixAllow              []string
+	emailAddress             string
+	emailIMAP, emailSMTP     string
+	emailUser                string
+	emailSMTPUser            string
+	emailPasswordFile        string
+	emailAllow               []string
 	service, userService     bool
 	nonInteractive           bool
 }
@@ -46,6 +53,7 @@ const (
 	modelKeyFile    = "model.key"
 	telegramKeyFile = "telegram.token"
 	matrixKeyFile   = "matrix.token"
+	emailKeyFile    = "email.password"
 )
 
 var providers = []string{"openai", "anthropic", "gemini"}
@@ -84,6 +92,13 @@ flags give the answers and the key comes on standard input (--api-key-stdin):
 	f.StringVar(&o.matrixUser, "matrix-user", "", "the bot's Matrix user id, e.g. @conch:example.org")
 	f.StringVar(&o.matrixTokenFile, "matrix-token-file", "", "a file with the bot's access token")
 	f.StringSliceVar(&o.matrixAllow, "matrix-allow", nil, "Matrix user ids that may talk to conch, comma separated")
+	f.StringVar(&o.emailAddress, "email-address", "", "open email for this address (with --email-imap, --email-smtp, --email-password-file; checked live)")
+	f.StringVar(&o.emailIMAP, "email-imap", "", "IMAP server, host:port")
+	f.StringVar(&o.emailSMTP, "email-smtp", "", "SMTP server, host:port")
+	f.StringVar(&o.emailUser, "email-user", "", "login name on both servers (default: the address)")
+	f.StringVar(&o.emailSMTPUser, "email-smtp-user", "", `SMTP login name when it differs from --email-user; "none": the SMTP server takes mail without a login`)
+	f.StringVar(&o.emailPasswordFile, "email-password-file", "", "a file with the mailbox's password")
+	f.StringSliceVar(&o.emailAllow, "email-allow", nil, "addresses (or @domains) that may write to conch, comma separated")
 	f.BoolVar(&o.service, "service", false, "install and start the systemd service at the end")
 	f.BoolVar(&o.userService, "user", false, "with --service: a unit of your own user (systemctl --user)")
 	f.BoolVar(&o.nonInteractive, "non-interactive", false, "ask nothing, even on a terminal")
@@ -140,7 +155,10 @@ func (a *app) runInit(ctx context.Context, o initOptions) error {
 	if err := s.matrix(ctx); err != nil {
 		return err
 	}
-	s.say("Email (and Slack, Discord): fill in its section of %s (README), then `conch doctor` checks it live.", s.path)
+	if err := s.email(ctx); err != nil {
+		return err
+	}
+	s.say("Slack and Discord: fill in their sections of %s (README), then `conch doctor` checks them live.", s.path)
 	engineFound, err := s.engine(ctx)
 	if err != nil {
 		return err
@@ -487,6 +505,140 @@ func (s *initSession) matrix(ctx context.Context) error {
 	}
 	s.say("Matrix: %s at %s works; token saved to %s (mode 0600).", user, hs, path)
 	return nil
+}
+
+// email opens the email channel when asked: IMAP and SMTP logins checked
+// live, as conch doctor checks them.
+func (s *initSession) email(ctx context.Context) error {
+	cfg, err := s.a.loadOperatorConfig() // TLS modes and the rest as conch up will see them
+	if err != nil {
+		return err
+	}
+	ec := cfg.Email
+	password := ""
+	o := s.o
+	switch {
+	case o.emailAddress != "" || o.emailIMAP != "" || o.emailPasswordFile != "":
+		if o.emailAddress == "" || o.emailIMAP == "" || o.emailSMTP == "" || o.emailPasswordFile == "" {
+			return errors.New("email: --email-address, --email-imap, --email-smtp and --email-password-file go together")
+		}
+		b, err := os.ReadFile(o.emailPasswordFile)
+		if err != nil {
+			return fmt.Errorf("--email-password-file: %w", err)
+		}
+		password = strings.TrimSpace(string(b))
+	case s.interactive:
+		had := s.current("email", "imap_password_file") != ""
+		open, err := s.yes("Open email (an IMAP and SMTP mailbox of its own)?", had)
+		if err != nil || !open {
+			return err
+		}
+		if o.emailAddress, err = s.ask("Its address", s.current("email", "address")); err != nil {
+			return err
+		}
+		if o.emailIMAP, err = s.ask("IMAP server (host:port)", joinHostPort(s.current("email", "imap_host"), s.current("email", "imap_port"), "993")); err != nil {
+			return err
+		}
+		if o.emailSMTP, err = s.ask("SMTP server (host:port)", joinHostPort(s.current("email", "smtp_host"), s.current("email", "smtp_port"), "587")); err != nil {
+			return err
+		}
+		if o.emailUser, err = s.ask("Login name", orDefault(s.current("email", "imap_username"), o.emailAddress)); err != nil {
+			return err
+		}
+		if password, err = s.askSecret("Password (Enter keeps the saved one)"); err != nil {
+			return err
+		}
+		if password == "" && had {
+			b, _ := os.ReadFile(s.current("email", "imap_password_file"))
+			password = strings.TrimSpace(string(b))
+		}
+		if len(o.emailAllow) == 0 {
+			ans, err := s.ask("Addresses or @domains that may write to conch (comma separated)", strings.Trim(s.current("email", "allow_from"), "[]"))
+			if err != nil {
+				return err
+			}
+			for _, f := range strings.Split(ans, ",") {
+				if f = strings.Trim(strings.TrimSpace(f), `"`); f != "" {
+					o.emailAllow = append(o.emailAllow, f)
+				}
+			}
+		}
+	default:
+		return nil
+	}
+	if password == "" {
+		return errors.New("email: no password")
+	}
+	imapHost, imapPort, err := splitPort(o.emailIMAP)
+	if err != nil {
+		return fmt.Errorf("email: IMAP server: %w", err)
+	}
+	smtpHost, smtpPort, err := splitPort(o.emailSMTP)
+	if err != nil {
+		return fmt.Errorf("email: SMTP server: %w", err)
+	}
+	ec.Address, ec.IMAPHost, ec.IMAPPort, ec.SMTPHost, ec.SMTPPort = o.emailAddress, imapHost, imapPort, smtpHost, smtpPort
+	smtpUser := orDefault(o.emailSMTPUser, o.emailUser)
+	ec.IMAPUsername, ec.SMTPUsername = o.emailUser, smtpUser
+	ec.IMAPPassword, ec.SMTPPassword = password, password
+	if smtpUser == "none" {
+		ec.SMTPUsername, ec.SMTPPassword = "", ""
+	}
+	opts := emailOptions(ec)
+	opts.CommandTimeout = 15 * time.Second
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := email.CheckIMAP(cctx, opts); err != nil {
+		return fmt.Errorf("email: the IMAP login does not work: %w", err)
+	}
+	if _, err := email.CheckSMTP(cctx, opts); err != nil {
+		return fmt.Errorf("email: the SMTP login does not work: %w", err)
+	}
+	path := filepath.Join(s.dir, emailKeyFile)
+	if err := writeSecret(path, password); err != nil {
+		return err
+	}
+	s.doc.set("email", "address", tomlString(ec.Address), "")
+	s.doc.set("email", "imap_host", tomlString(imapHost), "")
+	s.doc.set("email", "imap_port", strconv.Itoa(imapPort), "")
+	s.doc.set("email", "smtp_host", tomlString(smtpHost), "")
+	s.doc.set("email", "smtp_port", strconv.Itoa(smtpPort), "")
+	if o.emailUser != "" {
+		s.doc.set("email", "imap_username", tomlString(o.emailUser), "")
+	}
+	s.doc.set("email", "imap_password_file", tomlString(path), "")
+	if smtpUser != "none" {
+		if smtpUser != "" {
+			s.doc.set("email", "smtp_username", tomlString(smtpUser), "")
+		}
+		s.doc.set("email", "smtp_password_file", tomlString(path), "")
+	}
+	if len(o.emailAllow) > 0 {
+		s.doc.set("email", "allow_from", tomlStrings(o.emailAllow), "")
+	} else {
+		s.say("Email: nobody may write to conch yet: add addresses to email.allow_from.")
+	}
+	s.say("Email: %s works (IMAP %s, SMTP %s); password saved to %s (mode 0600).", ec.Address, o.emailIMAP, o.emailSMTP, path)
+	return nil
+}
+
+func joinHostPort(host, port, def string) string {
+	if host == "" {
+		return ""
+	}
+	return host + ":" + orDefault(port, def)
+}
+
+func splitPort(hostPort string) (string, int, error) {
+	i := strings.LastIndex(hostPort, ":")
+	if i <= 0 {
+		return "", 0, fmt.Errorf("%q: want host:port", hostPort)
+	}
+	port, err := strconv.Atoi(hostPort[i+1:])
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: want host:port", hostPort)
+	}
+	return hostPort[:i], port, nil
 }
 
 // engine finds the container engine, or says how to get one. It reports
