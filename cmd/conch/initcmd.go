@@ -66,7 +66,7 @@ func (a *app) initCmd() *cobra.Command {
 		Long: `Set conch up, or change its setup: asks for the model provider and key (the key is
 checked by listing the provider's models and saved to model.key, mode 0600, beside
 conch.toml — never echoed or logged), the model, the channels (the web chat always;
-Telegram checked live), finds the container engine (or says how to install one),
+Telegram, Matrix and email checked live), finds the container engine (or says how to install one),
 builds the sandbox image, writes conch.toml with comments, offers the systemd
 service and prints the web chat's login link.
 
