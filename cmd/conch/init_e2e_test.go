@@ -298,3 +298,25 @@ func TestInitEmail(t *testing.T) {
 		t.Fatalf("doctor on what init wrote: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestInitExplainsMissingEngine: with no container engine answering, conch
+// init says how to install one and writes a config conch up runs with
+// (sandboxes off), instead of failing.
+func TestInitExplainsMissingEngine(t *testing.T) {
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	env := append(initEnv(dir), "CONCH_SANDBOX_HOST=unix://"+filepath.Join(dir, "no-such.sock"))
+	out, errOut, code := conchRunStdin(t, env, "init --non-interactive --provider openai --model test-model --api-key-stdin --base-url "+srv.BaseURL(fakellm.OpenAI), "k\n")
+	if code != 0 {
+		t.Fatalf("conch init: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"No container engine answered", "sudo apt-get install docker.io", "podman", "Until then conch runs without sandboxes"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	cfg, err := config.Load(filepath.Join(dir, "config", "conch", "conch.toml"), nil)
+	if err != nil || cfg.Sandbox.Engine != "none" {
+		t.Fatalf("sandbox.engine: %+v %v", cfg.Sandbox.Engine, err)
+	}
+}
