@@ -13,7 +13,7 @@ export CGO_ENABLED ?= 0
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Packages with concurrency, run under the race detector (which needs cgo).
-RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/... ./obs/metrics/...
+RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/... ./obs/metrics/... ./schedule/...
 
 .PHONY: build test race vet tidy-check staticcheck check fmt bench chaos fuzz clean
 

@@ -88,6 +88,7 @@ var modulePackages = map[string]struct {
 	"conch/internal/backoff":          {layerLeaf, nil},
 	"conch/internal/flock":            {layerLeaf, nil},
 	"conch/internal/release/sbom":     {layerLeaf, nil}, // make release: the SBOM of a binary
+	"conch/internal/systemd":          {layerLeaf, nil},
 	"conch/netpolicy":                 {layerLeaf, nil},
 	"conch/llm":                       {layerLeaf, nil},
 
@@ -98,6 +99,7 @@ var modulePackages = map[string]struct {
 	"conch/hook":           {layerCore, nil},
 	"conch/skill":          {layerCore, nil},
 	"conch/usage":          {layerCore, nil},
+	"conch/transcript":     {layerCore, []string{"conch/agent", "conch/usage"}},
 	"conch/schedule":       {layerCore, nil},
 	"conch/terminal":       {layerCore, nil},
 	"conch/terminal/coder": {layerCore, []string{"conch/terminal"}},
@@ -124,6 +126,7 @@ var modulePackages = map[string]struct {
 	"conch/search":               {layerConcrete, nil},
 	"conch/obs":                  {layerConcrete, nil},
 	"conch/obs/metrics":          {layerConcrete, nil},
+	"conch/mcpserver":            {layerConcrete, nil},
 
 	"conch/cmd/conch": {layerWiring, nil},
 }

@@ -60,6 +60,9 @@ type ToolResult struct {
 	// Images are pictures the tool returned (view_image, an MCP tool's
 	// image content), after Content.
 	Images []Image
+	// Attachments are the files the tool queued for the turn's answer
+	// (send_file); stored with the result, never shown to the model.
+	Attachments []Attachment
 }
 
 // ToolSpec describes a tool to the model; Parameters is a JSON Schema object.

@@ -91,3 +91,10 @@ type TerminalRegistry interface {
 	LoadTerminals(ctx context.Context, scope string) ([]TerminalRecord, error)
 	DeleteTerminal(ctx context.Context, scope string, tty int) error
 }
+
+// TurnMessage is a stored message of a turn with the time it was written
+// (for transcripts, which show every turn as recorded).
+type TurnMessage struct {
+	Message
+	At time.Time
+}

@@ -21,6 +21,10 @@ type ToolOutput struct {
 	IsError bool
 	// ExitCode is the exit status of the program a tool ran, if it ran one.
 	ExitCode *int
+	// Attachments are files to send with the turn's answer (send_file),
+	// already in the AttachmentStore (Ref set). They are stored with the
+	// tool's result, so a turn resumed after a crash still sends them.
+	Attachments []Attachment
 }
 
 // ToolEnv is everything a tool may use, passed explicitly.

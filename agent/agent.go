@@ -212,6 +212,10 @@ type Result struct {
 	// set when it was not the primary.
 	Model    string
 	Fallback bool
+	// Attachments are the files the turn's tools queued for the answer
+	// (send_file), in order; read back from the stored tool results when
+	// the turn resumes.
+	Attachments []conch.Attachment
 }
 
 // Run runs one turn. A non-nil error means the turn could not finish (a
@@ -223,13 +227,13 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 		return Result{}, err
 	}
 	if t.answered != "" {
-		return Result{Text: t.answered}, nil
+		return Result{Text: t.answered, Attachments: t.files}, nil
 	}
 	for step := 0; step < a.opts.MaxTurns; step++ {
 		req, used, err := t.request(ctx)
 		var be *conch.BudgetError
 		if errors.As(err, &be) {
-			return a.stop(ctx, in.Turn, t.res, StopBudget, be.Text)
+			return a.stop(ctx, in.Turn, t.res, StopBudget, be.Text, t.files...)
 		}
 		if err != nil {
 			return t.res, err
@@ -256,7 +260,7 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 		}
 	}
 	return a.stop(ctx, in.Turn, t.res, StopMaxTurns,
-		fmt.Sprintf("I stopped after %d steps without finishing (the configured limit). Say \"continue\" to let me go on.", a.opts.MaxTurns))
+		fmt.Sprintf("I stopped after %d steps without finishing (the configured limit). Say \"continue\" to let me go on.", a.opts.MaxTurns), t.files...)
 }
 
 // MaxPreStopRounds is how often one turn's answer is handed back for the
@@ -289,13 +293,16 @@ func (a *Agent) preStop(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 
 // stop ends the turn through a breaker: the reason is recorded as a step and
 // the user's message is stored as the assistant's answer.
-func (a *Agent) stop(ctx context.Context, turn conch.TurnID, res Result, reason StopReason, text string) (Result, error) {
+func (a *Agent) stop(ctx context.Context, turn conch.TurnID, res Result, reason StopReason, text string, files ...conch.Attachment) (Result, error) {
 	a.record(ctx, turn, conch.StepStopped, StoppedDetail{Reason: reason})
 	if err := a.opts.Store.AppendMessage(ctx, turn, conch.Message{Role: conch.RoleAssistant, Text: text}); err != nil {
 		return res, fmt.Errorf("record stop: %w", err)
 	}
 	a.opts.Logger.Info("turn stopped by breaker", "turn", turn, "reason", reason)
 	res.Text, res.Stopped = text, reason
+	if res.Attachments == nil {
+		res.Attachments = files
+	}
 	return res, nil
 }
 

@@ -61,3 +61,14 @@ func (a *Agent) redactErr(err error) error {
 	}
 	return err
 }
+
+// RedactFunc returns a func that replaces secrets in a text as the agent
+// does in tool results (the same rules as Options.Secrets), for the other
+// ways a sandbox's output leaves conch (its MCP server).
+func RedactFunc(secrets []string) func(string) string {
+	r := newRedactor(secrets)
+	if r == nil {
+		return func(s string) string { return s }
+	}
+	return r.Replace
+}

@@ -90,3 +90,15 @@ func TestRedactsProgressGivenByTheCaller(t *testing.T) {
 		t.Fatalf("progress lines: got %q, want [%q]", lines, Redacted)
 	}
 }
+
+// RedactFunc applies the agent's rules outside a turn: the longest secret
+// first, short ones ignored, and no secrets at all leaves text as it is.
+func TestRedactFunc(t *testing.T) {
+	r := RedactFunc([]string{"sk-live-0123456789", "sk-live-0123456789-and-more", "short7!"})
+	if got := r("a sk-live-0123456789-and-more b sk-live-0123456789 c short7!"); got != "a "+Redacted+" b "+Redacted+" c short7!" {
+		t.Errorf("got %q", got)
+	}
+	if got := RedactFunc(nil)("text"); got != "text" {
+		t.Errorf("no secrets: got %q", got)
+	}
+}

@@ -34,6 +34,9 @@ type turnRun struct {
 	// answered is the stored answer of a turn resumed after it was stored
 	// but before it was delivered; such a turn has nothing left to compute.
 	answered string
+	// files are the files this turn's tools queued for its answer: those
+	// of its stored tool results at the start, then each new one.
+	files []conch.Attachment
 }
 
 // startTurn prepares a turn: the system prompt, the model's view of the
@@ -52,6 +55,7 @@ func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
 	if !t.view.holdsTurn(in.Turn) {
 		return nil, fmt.Errorf("run turn %d: its message is not in the history of %s", in.Turn, t.key)
 	}
+	t.files = t.view.turnFiles(in.Turn)
 	// A turn counts as answered only by its own stored final answer (one
 	// resumed after the answer was stored but before it was delivered):
 	// it has nothing left to compute.
@@ -245,6 +249,7 @@ func (t *turnRun) answer(ctx context.Context, resp conch.ModelResponse) (done bo
 		return false, nil
 	}
 	t.res.Text = msg.Text
+	t.res.Attachments = t.files
 	return true, nil
 }
 
@@ -266,7 +271,7 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 			// Answer the remaining calls so the history stays valid.
 			a.skipCalls(ctx, turn, resp.ToolCalls[i:], "not run: the same call was just made")
 			res, err := a.stop(ctx, turn, t.res, StopRepeatedCall,
-				fmt.Sprintf("I stopped because I was about to repeat the same `%s` call twice in a row, which means I was stuck. Tell me how you would like to proceed.", call.Name))
+				fmt.Sprintf("I stopped because I was about to repeat the same `%s` call twice in a row, which means I was stuck. Tell me how you would like to proceed.", call.Name), t.files...)
 			return res, true, err
 		}
 		t.lastCall = sig
@@ -278,10 +283,14 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 		tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
 			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
 		}}
+		if !out.IsError {
+			tm.ToolResult.Attachments = out.Attachments
+		}
 		if err := a.opts.Store.AppendMessage(ctx, turn, tm); err != nil {
 			return t.res, true, fmt.Errorf("record tool result: %w", err)
 		}
 		t.add(tm)
+		t.files = append(t.files, tm.ToolResult.Attachments...)
 		if out.IsError {
 			t.toolErrors++
 		} else {
@@ -290,9 +299,21 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 		if t.toolErrors >= a.opts.MaxToolErrors {
 			a.skipCalls(ctx, turn, resp.ToolCalls[i+1:], "not run: too many tool errors in a row")
 			res, err := a.stop(ctx, turn, t.res, StopToolErrors,
-				fmt.Sprintf("I stopped after %d tool errors in a row. The last one (`%s`) said:\n\n%s", t.toolErrors, call.Name, clip(out.Content, 500)))
+				fmt.Sprintf("I stopped after %d tool errors in a row. The last one (`%s`) said:\n\n%s", t.toolErrors, call.Name, clip(out.Content, 500)), t.files...)
 			return res, true, err
 		}
 	}
 	return t.res, false, nil
+}
+
+// turnFiles returns the files queued for the answer by the turn's stored
+// tool results, in order.
+func (v contextView) turnFiles(turn conch.TurnID) []conch.Attachment {
+	var files []conch.Attachment
+	for i, m := range v.msgs {
+		if i < len(v.pos) && v.pos[i].Turn == turn && m.ToolResult != nil && !m.ToolResult.IsError {
+			files = append(files, m.ToolResult.Attachments...)
+		}
+	}
+	return files
 }

@@ -57,6 +57,8 @@ type Config struct {
 	// Schedule and Hooks: see schedule.go.
 	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
 	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
+	// MCP: see mcp.go.
+	MCP MCPConfig `toml:"mcp" envPrefix:"MCP_"`
 
 	// File is the config file that was read, "" if none.
 	File string `toml:"-" env:"-"`
@@ -388,6 +390,7 @@ func (c *Config) ValidateWith(t coders.Table) error {
 	ps = append(ps, c.Email.validate()...)
 	ps = append(ps, c.Schedule.validate()...)
 	ps = append(ps, c.Hooks.validate()...)
+	ps = append(ps, c.validateMCPServe()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

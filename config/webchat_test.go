@@ -39,7 +39,7 @@ func TestWebChatValidate(t *testing.T) {
 		{"empty host without tls", []string{"CONCH_GATEWAY_LISTEN=:8484"}, "gateway.listen", "allow_insecure"},
 		{"all interfaces, insecure allowed", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484", "CONCH_WEB_ALLOW_INSECURE=true"}, "", ""},
 		{"all interfaces with tls", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484", "CONCH_WEB_TLS_CERT=" + pem, "CONCH_WEB_TLS_KEY=" + pem}, "", ""},
-		{"web disabled", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484", "CONCH_WEB_ENABLED=false"}, "", ""},
+		{"web and mcp disabled", []string{"CONCH_GATEWAY_LISTEN=0.0.0.0:8484", "CONCH_WEB_ENABLED=false", "CONCH_MCP_SERVE_ENABLED=false"}, "", ""},
 		{"cert without key", []string{"CONCH_WEB_TLS_CERT=" + pem}, "web.tls_cert", "both"},
 		{"missing cert file", []string{"CONCH_WEB_TLS_CERT=/nonexistent.pem", "CONCH_WEB_TLS_KEY=" + pem}, "web.tls_cert", "PEM"},
 		{"bad listen", []string{"CONCH_GATEWAY_LISTEN=8484"}, "gateway.listen", "127.0.0.1:8484"},

@@ -466,7 +466,7 @@ func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Out
 			if ac, ok := ch.(conch.AttachmentChannel); ok {
 				return ac.SendAttachments(ctx, out)
 			}
-			out.Text = joinText(out.Text, conch.DescribeAttachments(out.Attachments))
+			out.Text = joinText(out.Text, describeSent(out.Attachments))
 			out.Attachments = nil
 		}
 		return ch.Send(ctx, out)

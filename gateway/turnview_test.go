@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"conch"
@@ -13,34 +14,39 @@ import (
 // TypingEvery of the channel while it runs (the gateway is the one renewer),
 // and cleared before the answer goes out.
 func TestTypingRenewedWhileATurnRuns(t *testing.T) {
-	e := newEnv(t, nil)
-	e.ch.Renew = 20 * time.Millisecond
-	key := conch.ConversationKey{Channel: cli, ID: "c1"}
-	bm := newBlockingModel()
-	e.model.Func = bm.fn
-	e.start()
-	e.send("c1", "alice", "hello")
-	<-bm.started
-	deadline := time.Now().Add(10 * time.Second)
-	for e.ch.TypingShown(key) < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("typing shown %d times while the turn ran, want it renewed", e.ch.TypingShown(key))
+	// In a bubble: the renewer runs on fake time, and "no typing after the
+	// answer" is checked once every goroutine has settled, not after a sleep.
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.ch.Renew = 20 * time.Millisecond
+		key := conch.ConversationKey{Channel: cli, ID: "c1"}
+		bm := newBlockingModel()
+		e.model.Func = bm.fn
+		e.start()
+		e.send("c1", "alice", "hello")
+		<-bm.started
+		deadline := time.Now().Add(10 * time.Second)
+		for e.ch.TypingShown(key) < 4 {
+			if time.Now().After(deadline) {
+				t.Fatalf("typing shown %d times while the turn ran, want it renewed", e.ch.TypingShown(key))
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if !e.ch.Typing(key) {
-		t.Fatal("typing not on while the turn runs")
-	}
-	bm.release <- "done"
-	e.waitFor("the answer", countKind(conch.OutboundReply, 1))
-	if e.ch.Typing(key) {
-		t.Fatal("typing still on when the answer went out")
-	}
-	n := e.ch.TypingShown(key)
-	time.Sleep(100 * time.Millisecond)
-	if got := e.ch.TypingShown(key); got != n {
-		t.Fatalf("typing shown again after the turn: %d → %d", n, got)
-	}
+		if !e.ch.Typing(key) {
+			t.Fatal("typing not on while the turn runs")
+		}
+		bm.release <- "done"
+		e.waitFor("the answer", countKind(conch.OutboundReply, 1))
+		if e.ch.Typing(key) {
+			t.Fatal("typing still on when the answer went out")
+		}
+		n := e.ch.TypingShown(key)
+		time.Sleep(10 * e.ch.Renew)
+		synctest.Wait()
+		if got := e.ch.TypingShown(key); got != n {
+			t.Fatalf("typing shown again after the turn: %d → %d", n, got)
+		}
+	})
 }
 
 // Progress and typing follow a turn's events on the hub, whoever publishes

@@ -220,7 +220,9 @@ func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logge
 				log.Warn("look for the answer in the event log; keeping it (again)", "err", err)
 			}
 		}
-		g.sendKept(dctx, t.ID, c.reply(t, conch.OutboundReply, res.Text), kept)
+		out := c.reply(t, conch.OutboundReply, res.Text)
+		out.Attachments = g.outgoingFiles(res.Attachments)
+		g.sendKept(dctx, t.ID, out, kept)
 		status, reason := conch.TurnDone, ""
 		if res.Stopped != agent.StopNone {
 			status, reason = conch.TurnStopped, string(res.Stopped)

@@ -26,7 +26,10 @@ type Spool struct {
 	dir string
 }
 
-var _ conch.AttachmentStore = (*Spool)(nil)
+var (
+	_ conch.AttachmentStore   = (*Spool)(nil)
+	_ conch.ConversationFiles = (*Spool)(nil)
+)
 
 // New returns a spool in dir, creating it (0700: the files are the user's).
 func New(dir string) (*Spool, error) {
@@ -109,6 +112,15 @@ func (s *Spool) Open(_ context.Context, ref string) (io.ReadCloser, error) {
 		return nil, &conch.Error{Kind: conch.KindNotFound, User: "the received file is no longer kept", Err: err}
 	}
 	return f, err
+}
+
+// OpenFile implements conch.ConversationFiles: a reference of another
+// conversation is not found.
+func (s *Spool) OpenFile(ctx context.Context, key conch.ConversationKey, ref string) (io.ReadCloser, error) {
+	if conv, _, _ := strings.Cut(ref, "/"); conv != convDir(key) {
+		return nil, conch.Errorf(conch.KindNotFound, "no such file in this conversation")
+	}
+	return s.Open(ctx, ref)
 }
 
 // Delete implements conch.AttachmentStore.

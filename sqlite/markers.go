@@ -69,11 +69,11 @@ func (d *DB) SentConversation(ctx context.Context, channel conch.ChannelName, id
 	return conch.ConversationKey{Channel: channel, ID: conv}, true, nil
 }
 
-// Prune deletes the markers, sent ids and web login tokens expired at now
-// and reports how many rows went.
+// Prune deletes the markers, sent ids, web login tokens and MCP tokens
+// expired at now and reports how many rows went.
 func (d *DB) Prune(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
-	for _, q := range []string{sqlPruneMarkers, sqlPruneSent, sqlPruneWebLogins} {
+	for _, q := range []string{sqlPruneMarkers, sqlPruneSent, sqlPruneWebLogins, sqlPruneMCP} {
 		res, err := d.w.ExecContext(ctx, q, millis(now))
 		if err != nil {
 			return total, fmt.Errorf("prune: %w", err)

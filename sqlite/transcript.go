@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"conch"
 )
@@ -17,23 +16,17 @@ const sqlTurnMessages = `SELECT m.role, m.text, m.tool_calls, m.tool_result, m.n
 	WHERE t.id = ?
 	ORDER BY m.id`
 
-// TurnMessage is a stored message with the time it was written.
-type TurnMessage struct {
-	conch.Message
-	At time.Time
-}
-
 // TurnMessages returns one turn's messages in order, the user message first,
 // whatever the conversation's generation (for transcripts).
-func (d *DB) TurnMessages(ctx context.Context, id conch.TurnID) ([]TurnMessage, error) {
+func (d *DB) TurnMessages(ctx context.Context, id conch.TurnID) ([]conch.TurnMessage, error) {
 	rows, err := d.rs.turnMessages.QueryContext(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("messages of turn %d: %w", id, err)
 	}
 	defer rows.Close()
-	var ms []TurnMessage
+	var ms []conch.TurnMessage
 	for rows.Next() {
-		var m TurnMessage
+		var m conch.TurnMessage
 		var calls, result sql.NullString
 		var at int64
 		if err := rows.Scan(&m.Role, &m.Text, &calls, &result, &m.Note, &at); err != nil {

@@ -357,6 +357,8 @@ type storedToolResult struct {
 	Name    string `json:"name"`
 	Content string `json:"content"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Files are the files the tool queued for the turn's answer (send_file).
+	Files []storedAttachment `json:"files,omitempty"`
 }
 
 // encodeMessage checks an appended message and renders its JSON columns.
@@ -400,7 +402,11 @@ func encodeMessage(m conch.Message) (calls, result sql.NullString, err error) {
 		calls = sql.NullString{String: string(b), Valid: true}
 	}
 	if r := m.ToolResult; r != nil {
-		b, err := json.Marshal(storedToolResult{CallID: r.CallID, Name: r.Name, Content: r.Content, IsError: r.IsError})
+		sr := storedToolResult{CallID: r.CallID, Name: r.Name, Content: r.Content, IsError: r.IsError}
+		for _, a := range r.Attachments {
+			sr.Files = append(sr.Files, storedAttachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path})
+		}
+		b, err := json.Marshal(sr)
 		if err != nil {
 			return calls, result, err
 		}
@@ -429,6 +435,9 @@ func decodeMessage(m *conch.Message, calls, result sql.NullString) error {
 			return fmt.Errorf("tool result: %w", err)
 		}
 		m.ToolResult = &conch.ToolResult{CallID: sr.CallID, Name: sr.Name, Content: sr.Content, IsError: sr.IsError}
+		for _, a := range sr.Files {
+			m.ToolResult.Attachments = append(m.ToolResult.Attachments, conch.Attachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path})
+		}
 	}
 	return nil
 }

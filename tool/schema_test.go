@@ -21,8 +21,8 @@ func allTools() []conch.Tool {
 		NewBash(BashOptions{Timeout: 10 * time.Minute}), &Code{}, &RespondToAgent{},
 		NewReadFile(FilesOptions{}), NewWriteFile(FilesOptions{}), NewListFiles(FilesOptions{}),
 		Remember{}, Forget{}, &Schedule{}, NewSkill(nil),
-		&TerminalOpen{}, &TerminalType{}, &TerminalWait{}, &TerminalClose{}, &Watch{},
-		NewWebFetch(WebFetchOptions{}), NewWebSearch(WebSearchOptions{MaxResults: 10}),
+		&TerminalOpen{}, &TerminalType{}, &TerminalWait{}, &TerminalClose{}, &TerminalRead{}, &Watch{},
+		NewWebFetch(WebFetchOptions{}), NewWebSearch(WebSearchOptions{MaxResults: 10}), &SendFile{},
 	}
 }
 

@@ -30,7 +30,7 @@ func TestTerminalTools(t *testing.T) {
 		pool := terminal.NewPool(sandboxdtest.Provider(b.SB), terminal.NewMemRegistry(), b.Opts)
 		t.Cleanup(pool.Close)
 		tools := map[string]conch.Tool{}
-		for _, tl := range tool.TerminalTools(pool) {
+		for _, tl := range append(tool.TerminalTools(pool), &tool.TerminalRead{P: pool}) {
 			var schema map[string]any
 			if err := json.Unmarshal(tl.Spec().Parameters, &schema); err != nil {
 				t.Fatalf("%s: parameters are not JSON: %v", tl.Spec().Name, err)
@@ -50,8 +50,13 @@ func TestTerminalTools(t *testing.T) {
 			{"terminal_type", `{"tty":0,"text":"ls"}`, true, "expect is required"},
 			{"terminal_type", `{"tty":0,"expect":"bash","text":"ls","bogus":1}`, true, "unknown field"},
 			{"terminal_type", `{"tty":0,"expect":"bash","text":"printf 'a\\nb\\n'; exit_status() { return 5; }; exit_status"}`, false, "Typed into terminal 0"},
+			{"terminal_read", `{"tty":0}`, false, "[tty 0] screen now"}, // looking is not observing:
 			{"terminal_type", `{"tty":0,"expect":"bash","text":"ls"}`, true, "have not seen"},
 			{"terminal_wait", `{"timeout_seconds":10}`, false, "[tty 0 · bash] done, exit 5"},
+			{"terminal_read", `{"tty":0,"history":100}`, false, "exit_status"},
+			{"terminal_read", `{"tty":4}`, true, "terminal 4 is not open (open: [0])"},
+			{"terminal_read", `{"tty":0,"history":-1}`, true, "history must be"},
+			{"terminal_read", `{}`, true, "takes"},
 			{"terminal_wait", `{"timeout_seconds":-1}`, true, "positive"},
 			{"terminal_close", `{"tty":0}`, false, "its scrollback is in " + b.WS + "/.conch/terminals/tty_0-"},
 			{"terminal_close", `{"tty":0}`, true, "terminal 0 is not open"},

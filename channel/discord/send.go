@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
 	"conch"
+	"conch/channel/internal/markdown"
 	"conch/internal/backoff"
 )
 
@@ -229,76 +229,13 @@ func tail(s string, limit int) string {
 	return "…\n" + parts[len(parts)-1]
 }
 
-// splitMarkdown cuts Markdown into pieces of at most limit characters, at
-// paragraph breaks, then line breaks, then spaces; a cut inside a code
-// fence closes it and the next piece reopens it with the same opener.
+// splitMarkdown cuts Markdown into pieces Discord takes, block-aware (the
+// channels' one splitter). It measures bytes, which are never fewer than
+// the characters Discord counts, so a piece is never over the limit.
 func splitMarkdown(s string, limit int) []string {
 	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
 	if s == "" {
 		return nil
 	}
-	if utf8.RuneCountInString(s) <= limit {
-		return []string{s}
-	}
-	var out []string
-	var cur strings.Builder
-	fence := "" // the open fence's opener line, if inside one
-	curLen := 0
-	flush := func() {
-		text := strings.TrimRight(cur.String(), "\n ")
-		if fence != "" {
-			text += "\n```"
-		}
-		if strings.TrimSpace(text) != "" && text != fence+"\n```" {
-			out = append(out, text)
-		}
-		cur.Reset()
-		curLen = 0
-		if fence != "" {
-			cur.WriteString(fence + "\n")
-			curLen = utf8.RuneCountInString(fence) + 1
-		}
-	}
-	reserve := 4 // room for a closing fence
-	for _, line := range strings.SplitAfter(s, "\n") {
-		for utf8.RuneCountInString(line)+curLen+reserve > limit {
-			room := limit - curLen - reserve
-			if room < limit/4 {
-				flush()
-				continue
-			}
-			rs := []rune(line)
-			cut := room
-			if i := strings.LastIndex(string(rs[:room]), " "); i > 0 {
-				cut = utf8.RuneCountInString(string(rs[:room])[:i]) + 1
-			}
-			cur.WriteString(string(rs[:cut]))
-			curLen += cut
-			line = string(rs[cut:])
-			flush()
-		}
-		blankBreak := strings.TrimSpace(line) == "" && curLen > limit*3/4
-		cur.WriteString(line)
-		curLen += utf8.RuneCountInString(line)
-		if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") {
-			if fence == "" {
-				fence = t
-			} else {
-				fence = ""
-			}
-		}
-		if blankBreak && fence == "" {
-			flush()
-		}
-	}
-	fenceOpen := fence
-	fence = ""
-	text := strings.TrimRight(cur.String(), "\n ")
-	if fenceOpen != "" && !strings.HasSuffix(text, "```") {
-		text += "\n```"
-	}
-	if strings.TrimSpace(text) != "" {
-		out = append(out, text)
-	}
-	return out
+	return markdown.SplitSource(s, limit)
 }

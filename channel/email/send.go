@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net"
 	"regexp"
 	"strings"
@@ -186,56 +185,7 @@ func (c *Channel) composeReply(ctx context.Context, out conch.Outbound, to, id s
 		}
 		return buf.Bytes(), nil
 	}
-	mw, err := gomail.CreateWriter(&buf, h)
-	if err != nil {
-		return nil, err
-	}
-	iw, err := mw.CreateInline()
-	if err != nil {
-		return nil, err
-	}
-	if err := writeAlternative(iw); err != nil {
-		return nil, err
-	}
-	for _, a := range out.Attachments {
-		if err := writeAttachment(ctx, mw, a); err != nil {
-			return nil, err
-		}
-	}
-	if err := mw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func writeAttachment(ctx context.Context, mw *gomail.Writer, a conch.Attachment) error {
-	if a.Open == nil {
-		return fmt.Errorf("attachment %q cannot be read", a.Name)
-	}
-	r, err := a.Open(ctx)
-	if err != nil {
-		return fmt.Errorf("attachment %q: %w", a.Name, err)
-	}
-	defer r.Close()
-	var ah gomail.AttachmentHeader
-	mt := a.MediaType
-	if mt == "" {
-		mt = "application/octet-stream"
-	}
-	if t, params, err := mime.ParseMediaType(mt); err == nil {
-		ah.SetContentType(t, params)
-	} else {
-		ah.SetContentType("application/octet-stream", nil)
-	}
-	ah.SetFilename(conch.SafeName(a.Name, "file"))
-	aw, err := mw.CreateAttachment(ah)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(aw, r); err != nil {
-		return fmt.Errorf("attachment %q: %w", a.Name, err)
-	}
-	return aw.Close()
+	return c.composeWithFiles(ctx, h, out, id, text, html)
 }
 
 // validIDs keeps the ids that look like msg-ids (id-left@id-right).

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"conch"
+	"conch/channel/internal/markdown"
 	slackfake "conch/internal/testenv/slack"
 )
 
@@ -167,7 +168,7 @@ func TestSplitAndPlainFallback(t *testing.T) {
 	}
 	total := 0
 	for _, m := range msgs {
-		if n := utf8.RuneCountInString(m.Text); n > maxMessageLen {
+		if n := utf8.RuneCountInString(m.Text); n > markdown.SlackMaxText {
 			t.Fatalf("a part of %d characters", n)
 		}
 		total += strings.Count(m.Text, "*some*")

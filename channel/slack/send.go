@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"conch"
+	"conch/channel/internal/markdown"
 	"conch/internal/backoff"
 )
 
@@ -53,7 +54,7 @@ func (c *Channel) Send(ctx context.Context, out conch.Outbound) error {
 	if out.Text == "" {
 		return errors.New("slack send: empty text")
 	}
-	_, err = c.sendText(ctx, channel, thread, c.render.messages(out.Text, maxMessageLen))
+	_, err = c.sendText(ctx, channel, thread, markdown.SlackMessages(out.Text, markdown.SlackMaxText))
 	c.noteSend(err)
 	return err
 }
@@ -66,7 +67,7 @@ func (c *Channel) sendText(ctx context.Context, channel, thread string, parts []
 		ts, err := c.post(ctx, channel, thread, part, true)
 		if err != nil && isContentError(err) {
 			c.log.Warn("slack refused the formatting, sending plain text", "channel", channel, "err", err)
-			for _, p := range splitText(plainMrkdwn(part), maxMessageLen) {
+			for _, p := range markdown.SplitSlackText(markdown.SlackPlain(part), markdown.SlackMaxText) {
 				if ts, err = c.post(ctx, channel, thread, p, false); err != nil {
 					break
 				}
@@ -118,7 +119,7 @@ func (c *Channel) SendEditable(ctx context.Context, out conch.Outbound) (conch.M
 	if out.Text == "" {
 		return conch.MessageRef{}, errors.New("slack send: empty text")
 	}
-	ts, err := c.sendText(ctx, channel, thread, []string{c.render.single(out.Text, maxMessageLen)})
+	ts, err := c.sendText(ctx, channel, thread, []string{markdown.SlackSingle(out.Text, markdown.SlackMaxText)})
 	c.noteSend(err)
 	if err != nil {
 		return conch.MessageRef{}, err
@@ -140,13 +141,13 @@ func (c *Channel) Edit(ctx context.Context, ref conch.MessageRef, text string) e
 	if text == "" {
 		return errors.New("slack edit: empty text")
 	}
-	body := c.render.single(text, maxMessageLen)
+	body := markdown.SlackSingle(text, markdown.SlackMaxText)
 	err = c.call(ctx, "chat.update", 2, func(ctx context.Context) error {
 		_, _, _, err := c.api.UpdateMessageContext(ctx, channel, ref.ID, slack.MsgOptionText(body, false))
 		return err
 	})
 	if isContentError(err) {
-		plain := splitText(plainMrkdwn(body), maxMessageLen)
+		plain := markdown.SplitSlackText(markdown.SlackPlain(body), markdown.SlackMaxText)
 		err = c.call(ctx, "chat.update", 2, func(ctx context.Context) error {
 			_, _, _, err := c.api.UpdateMessageContext(ctx, channel, ref.ID, slack.MsgOptionText(plain[len(plain)-1], false),
 				slack.MsgOptionDisableMarkdown())

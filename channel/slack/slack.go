@@ -33,10 +33,9 @@ import (
 
 // Channel is the Slack channel adapter.
 type Channel struct {
-	opts   Options
-	log    *slog.Logger
-	api    *slack.Client
-	render *renderer
+	opts Options
+	log  *slog.Logger
+	api  *slack.Client
 
 	// Set by Run before ready is closed; read-only afterwards.
 	handler conch.Handler
@@ -85,7 +84,6 @@ func New(opts Options) (*Channel, error) {
 	c := &Channel{
 		opts:    opts,
 		log:     opts.Logger.With("channel", "slack"),
-		render:  newRenderer(),
 		ready:   make(chan struct{}),
 		threads: map[string]bool{},
 		names:   map[string]string{},

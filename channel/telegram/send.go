@@ -389,53 +389,6 @@ func (c *Channel) chatAction(ctx context.Context, chat int64, action models.Chat
 	return nil
 }
 
-// SendAttachments implements conch.AttachmentChannel: the text (if any),
-// then each file as a document.
-func (c *Channel) SendAttachments(ctx context.Context, out conch.Outbound) error {
-	chat, err := chatOf(out.Key)
-	if err != nil {
-		return err
-	}
-	if out.Text != "" {
-		if err := c.Send(ctx, out); err != nil {
-			return err
-		}
-	}
-	for _, a := range out.Attachments {
-		if a.Open == nil {
-			return fmt.Errorf("telegram send file %q: nothing to read", a.Name)
-		}
-		if a.Size > maxUploadBytes {
-			return conch.Errorf(conch.KindInvalid, "telegram send file %q: %s is over Telegram's 50 MB limit for bots", a.Name, size(a.Size))
-		}
-		if err := c.chatAction(ctx, chat, models.ChatActionUploadDocument); err != nil {
-			c.log.Debug("telegram: upload action", "chat", chat, "err", err)
-		}
-		name := conch.SafeName(a.Name, "file")
-		err := c.call(ctx, "sendDocument", sendRetries, func(ctx context.Context) error {
-			rc, err := a.Open(ctx)
-			if err != nil {
-				return errPermanentOpen{err}
-			}
-			defer rc.Close()
-			_, err = c.bot.SendDocument(ctx, &bot.SendDocumentParams{
-				ChatID: chat, MessageThreadID: c.topicFor(chat, out.InReplyTo), Document: &models.InputFileUpload{Filename: name, Data: &reader{rc}},
-				DisableNotification: out.Kind != conch.OutboundReply, ReplyParameters: c.replyTo(chat, out),
-			})
-			return err
-		})
-		var po errPermanentOpen
-		if errors.As(err, &po) {
-			return fmt.Errorf("telegram send file %q: open: %w", a.Name, po.err)
-		}
-		c.noteSend(err)
-		if err != nil {
-			return fmt.Errorf("telegram send file %q to %d: %w", a.Name, chat, err)
-		}
-	}
-	return nil
-}
-
 // errPermanentOpen: the file to send cannot be read; retrying is pointless.
 type errPermanentOpen struct{ err error }
 

@@ -47,6 +47,8 @@ type historyMessage struct {
 	Role conch.Role `json:"role"`
 	Text string     `json:"text"`
 	HTML string     `json:"html,omitempty"`
+	// Attachments are the files sent with an answer, as in its event.
+	Attachments []conch.Attachment `json:"attachments,omitempty"`
 }
 
 var clientIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -281,13 +283,25 @@ func (s *chatSession) history(ctx context.Context) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("history: %w", err)
 		}
+		// The files a turn's tools sent go with its answer (the assistant
+		// message without tool calls that follows them).
+		var files []conch.Attachment
 		for _, m := range msgs {
+			if r := m.ToolResult; r != nil && !r.IsError {
+				files = append(files, r.Attachments...)
+			}
+			if m.Role == conch.RoleUser && !m.Note {
+				files = nil
+			}
 			if (m.Role != conch.RoleUser && m.Role != conch.RoleAssistant) || m.Note || strings.TrimSpace(m.Text) == "" {
 				continue
 			}
 			hm := historyMessage{Role: m.Role, Text: m.Text}
 			if m.Role == conch.RoleAssistant {
 				hm.HTML = s.c.md.HTML(m.Text)
+				if len(m.ToolCalls) == 0 {
+					hm.Attachments, files = files, nil
+				}
 			}
 			f.Messages = append(f.Messages, hm)
 		}

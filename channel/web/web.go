@@ -72,6 +72,9 @@ type Options struct {
 	Sandboxes conch.SandboxAdmin
 	// Terminals gives the live terminal view; nil shows none.
 	Terminals Terminals
+	// Files serves the files sent with answers (send_file), one
+	// conversation's each; nil serves none.
+	Files conch.ConversationFiles
 	// Metrics, if set, is served at /metrics behind the login.
 	Metrics http.Handler
 	// Owner is the sender of messages typed in the browser (default "owner").
@@ -207,6 +210,7 @@ func (c *Channel) Register(mux *http.ServeMux) {
 	mux.Handle("PATCH /api/conversations/{id}", c.api(c.renameConversation))
 	mux.Handle("DELETE /api/conversations/{id}", c.api(c.deleteConversation))
 	mux.Handle("GET /api/chat", c.api(c.chatSocket))
+	mux.Handle("GET /api/files/{conv}/{ref...}", c.api(c.serveFile))
 
 	mux.Handle("GET /api/dashboard", c.api(c.dashboard))
 	mux.Handle("GET /api/audit", c.api(c.audit))
@@ -243,7 +247,7 @@ func cacheStatic(h http.Handler) http.Handler {
 func (c *Channel) secure(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hd := w.Header()
-		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		hd.Set("X-Content-Type-Options", "nosniff")
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("X-Frame-Options", "DENY")

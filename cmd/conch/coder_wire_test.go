@@ -24,25 +24,25 @@ func TestCoderOptionsKeepKeyOut(t *testing.T) {
 		{"gemini", "", "http://127.0.0.1:47291"},
 	} {
 		d := &deps{cfg: &config.Config{Coder: config.CoderConfig{Agent: tc.agent, APIKey: real, BaseURL: tc.baseURL}}, log: slog.New(slog.DiscardHandler)}
-		p, cli, err := coderProfile(tc.agent)
+		p, _, err := coderProfile(tc.agent)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.agent, err)
 		}
-		o, err := coderOptions(d, p, cli.Vendor)
-		if err != nil {
+		if err := startCoderEgress(d); err != nil {
 			t.Fatalf("%s: %v", tc.agent, err)
 		}
+		o := coderOptions(d, p)
 		if o.APIKey != egress.PlaceholderKey || !slices.Contains(o.Env, p.APIKeyEnv+"="+egress.PlaceholderKey) || !slices.Contains(o.Env, "HTTPS_PROXY=http://127.0.0.1:47291") {
 			t.Errorf("%s %q: got APIKey %q, Env %q; want the placeholder and the bridge as HTTPS_PROXY", tc.agent, tc.baseURL, o.APIKey, o.Env)
 		}
-		if _, base, err := coderRoute(d, cli.Vendor); err != nil || base != tc.wantBase {
-			t.Errorf("%s %q: route base URL %q (%v), want %s", tc.agent, tc.baseURL, base, err, tc.wantBase)
+		if base := d.coder.baseURL(); base != tc.wantBase {
+			t.Errorf("%s %q: route base URL %q, want %s", tc.agent, tc.baseURL, base, tc.wantBase)
 		}
 		if strings.Contains(strings.Join(o.Env, " ")+o.APIKey, real) {
 			t.Errorf("%s: the real key is in the CLI's options", tc.agent)
 		}
-		if o.Route == nil || len(d.releasers) != 2 {
-			t.Errorf("%s: the bridges are not wired (Route %v, %d releasers)", tc.agent, o.Route != nil, len(d.releasers))
+		if o.Route == nil || len(d.releasers) != 1 || len(d.closers) != 2 {
+			t.Errorf("%s: the bridges are not wired (Route %v, %d releasers, %d closers)", tc.agent, o.Route != nil, len(d.releasers), len(d.closers))
 		}
 		d.Close()
 	}

@@ -71,6 +71,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.usageCmd(),
 		a.webCmd(),     // web chat login (web.go)
 		a.serviceCmd(), // systemd unit (service.go)
+		newMCPCmd(a),   // MCP (mcp.go)
 		a.versionCmd(), // version.go
 		a.initCmd(),    // initcmd.go
 	)

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"conch/internal/systemd"
 )
 
 // serviceName is the systemd unit conch installs.
@@ -22,65 +24,6 @@ type systemctlFunc func(ctx context.Context, args ...string) ([]byte, error)
 
 func execSystemctl(ctx context.Context, args ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
-}
-
-// serviceOptions is what a unit is written from.
-type serviceOptions struct {
-	User    bool   // a user unit (systemctl --user)
-	Exe     string // the conch binary
-	Config  string // --config, "" for the default
-	DataDir string
-	EnvFile string // optional KEY=value file with secrets
-	RunAs   string // User= of a system unit; "" for root
-}
-
-// serviceUnit renders the systemd unit for `conch up`.
-func serviceUnit(o serviceOptions) string {
-	var b strings.Builder
-	b.WriteString("# Written by `conch service install`; `conch service uninstall` removes it.\n")
-	b.WriteString("[Unit]\n")
-	b.WriteString("Description=conch gateway (every conversation gets its own computer)\n")
-	b.WriteString("After=network-online.target docker.service podman.socket\n")
-	b.WriteString("Wants=network-online.target\n\n")
-	b.WriteString("[Service]\n")
-	b.WriteString("Type=simple\n")
-	exec := systemdQuote(o.Exe)
-	if o.Config != "" {
-		exec += " --config " + systemdQuote(o.Config)
-	}
-	b.WriteString("ExecStart=" + exec + " up\n")
-	b.WriteString("Environment=" + systemdQuote("CONCH_DATA_DIR="+o.DataDir) + "\n")
-	// "-": the file is optional. Secrets (CONCH_MODEL_API_KEY=…) go there,
-	// not into the unit, which is world-readable.
-	b.WriteString("EnvironmentFile=-" + o.EnvFile + "\n")
-	b.WriteString("WorkingDirectory=" + systemdQuote(o.DataDir) + "\n")
-	if !o.User && o.RunAs != "" {
-		b.WriteString("User=" + o.RunAs + "\n")
-	}
-	b.WriteString("Restart=on-failure\n")
-	b.WriteString("RestartSec=5s\n")
-	// conch stops its channels and lets turns end at SIGTERM; turns cut
-	// short resume at the next start.
-	b.WriteString("KillSignal=SIGTERM\n")
-	b.WriteString("TimeoutStopSec=30s\n")
-	b.WriteString("NoNewPrivileges=true\n")
-	b.WriteString("UMask=0077\n\n")
-	b.WriteString("[Install]\n")
-	if o.User {
-		b.WriteString("WantedBy=default.target\n")
-	} else {
-		b.WriteString("WantedBy=multi-user.target\n")
-	}
-	return b.String()
-}
-
-// systemdQuote quotes a word for a unit file when it needs it.
-func systemdQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\"'\\$%") {
-		return s
-	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", "$$", "%", "%%")
-	return `"` + r.Replace(s) + `"`
 }
 
 // unitPath is where the unit goes: the user's systemd directory or
@@ -157,19 +100,19 @@ func (sc *serviceCmds) sysArgs(args ...string) []string {
 
 // unitOptions checks the configuration and fills in the unit's options:
 // the binary, data dir, config file, environment file and the user to run as.
-func (sc *serviceCmds) unitOptions(envFile string) (serviceOptions, error) {
+func (sc *serviceCmds) unitOptions(envFile string) (systemd.Options, error) {
 	cfg, err := sc.a.loadConfig()
 	if err != nil {
-		return serviceOptions{}, fmt.Errorf("%w\n(conch service install checks the configuration first: the service would fail the same way)", err)
+		return systemd.Options{}, fmt.Errorf("%w\n(conch service install checks the configuration first: the service would fail the same way)", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return serviceOptions{}, fmt.Errorf("find the conch binary: %w", err)
+		return systemd.Options{}, fmt.Errorf("find the conch binary: %w", err)
 	}
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
-		return serviceOptions{}, fmt.Errorf("find the conch binary: %w", err)
+		return systemd.Options{}, fmt.Errorf("find the conch binary: %w", err)
 	}
-	o := serviceOptions{User: sc.userUnit, Exe: exe, DataDir: cfg.DataDir, EnvFile: envFile}
+	o := systemd.Options{User: sc.userUnit, Exe: exe, DataDir: cfg.DataDir, EnvFile: envFile}
 	if cfg.File != "" {
 		o.Config, _ = filepath.Abs(cfg.File)
 	}
@@ -198,7 +141,7 @@ func (sc *serviceCmds) install(ctx context.Context, noStart bool, envFile string
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("service install: %w", err)
 	}
-	if err := os.WriteFile(path, []byte(serviceUnit(o)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(systemd.Unit(o)), 0o644); err != nil {
 		if errors.Is(err, os.ErrPermission) && !sc.userUnit {
 			return fmt.Errorf("service install: %w (run it as root, or use --user for a unit of your own)", err)
 		}

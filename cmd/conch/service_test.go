@@ -9,36 +9,6 @@ import (
 	"testing"
 )
 
-func TestServiceUnitText(t *testing.T) {
-	sys := serviceUnit(serviceOptions{Exe: "/usr/local/bin/conch", Config: "/etc/conch/conch.toml", DataDir: "/var/lib/conch", EnvFile: "/etc/conch/conch.env", RunAs: "conch"})
-	for _, want := range []string{
-		"ExecStart=/usr/local/bin/conch --config /etc/conch/conch.toml up\n",
-		"Restart=on-failure\n",
-		"Environment=CONCH_DATA_DIR=/var/lib/conch\n",
-		"EnvironmentFile=-/etc/conch/conch.env\n",
-		"WorkingDirectory=/var/lib/conch\n",
-		"User=conch\n",
-		"After=network-online.target docker.service podman.socket\n",
-		"WantedBy=multi-user.target\n",
-	} {
-		if !strings.Contains(sys, want) {
-			t.Errorf("system unit lacks %q:\n%s", want, sys)
-		}
-	}
-	user := serviceUnit(serviceOptions{User: true, Exe: "/home/me/my bin/conch", DataDir: "/home/me/.local/share/conch", EnvFile: "/home/me/.config/conch/conch.env", RunAs: "me"})
-	for _, want := range []string{`ExecStart="/home/me/my bin/conch" up` + "\n", "WantedBy=default.target\n"} {
-		if !strings.Contains(user, want) {
-			t.Errorf("user unit lacks %q:\n%s", want, user)
-		}
-	}
-	if strings.Contains(user, "User=") {
-		t.Errorf("a user unit must not set User=:\n%s", user)
-	}
-	if got := systemdQuote(`100%$"x`); got != `"100%%$$\"x"` {
-		t.Errorf("quote: %s", got)
-	}
-}
-
 func TestServiceInstallStatusUninstall(t *testing.T) {
 	dir := t.TempDir()
 	unit := filepath.Join(dir, "systemd", "user", "conch.service")

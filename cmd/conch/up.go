@@ -77,6 +77,9 @@ func (a *app) up(ctx context.Context) error {
 	if len(channels) == 0 {
 		log.Warn("no channel is configured; conch serves only its health endpoint. Configure [matrix] (or CONCH_MATRIX_HOMESERVER) or [email] (CONCH_EMAIL_ADDRESS) to talk to it, or use `conch chat`.")
 	}
+	if err := mountMCP(d); err != nil { // conch as an MCP server (mcp_server_cmd.go)
+		return err
+	}
 	if d.http != nil {
 		d.http.Serve()
 		log.Info("http listening", "addr", d.http.Addr())

@@ -155,7 +155,7 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 		Events: d.gw.Events(), Control: d.gw, Store: d.db, Sessions: d.db, Conversations: d.db, Read: d.db, History: d.db,
 		MaxMessageBytes: cfg.Web.MaxMessageBytes,
 		LoginTTL:        cfg.Web.LoginTTL.D(), SessionTTL: cfg.Web.SessionTTL.D(),
-		Secure: webSecure(cfg), Logger: d.log,
+		Secure: webSecure(cfg), Logger: d.log, Files: d.spool,
 	}
 	if d.runtime != nil { // a nil *Runtime must not become a non-nil interface
 		opts.Sandboxes, mo.Sandboxes = d.runtime, d.runtime

@@ -94,7 +94,10 @@ type deps struct {
 	// hookRunner runs turn hooks; built by hooks().
 	hookRunner *hook.Runner
 	// meter prices and records model calls and keeps the budgets.
-	meter   *usage.Meter
+	meter *usage.Meter
+	// coder is the coding CLI's egress; nil unless coder.agent is set and
+	// sandboxes run (startCoderEgress).
+	coder   *coderEgress
 	closers []io.Closer
 }
 
@@ -231,7 +234,7 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	d.runtime = rt
 	d.closers = append(d.closers, rt)
 	startTerminals(d)
-	return nil
+	return startCoderEgress(d)
 }
 
 // instanceID returns the configured instance id or the one kept in the data
@@ -356,25 +359,34 @@ func tools(d *deps) ([]conch.Tool, error) {
 	if d.sched != nil {
 		ts = append(ts, &tool.Watch{S: d.sched, P: d.terminals})
 	}
-	tc := d.cfg.Tools
-	files := tool.FilesOptions{Auditor: d.audit}
-	ts = append(ts,
-		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
-		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
-	)
-	ts = append(ts, tool.TerminalTools(d.terminals)...)
-	if d.cfg.Coder.Agent != "" {
-		profile, cli, err := coderProfile(d.cfg.Coder.Agent)
+	ts = append(ts, computerTools(d)...)
+	sf, err := sendFileTool(d)
+	if err != nil {
+		return nil, err
+	}
+	ts = append(ts, sf)
+	if d.coder != nil {
+		profile, _, err := coderProfile(d.cfg.Coder.Agent)
 		if err != nil {
 			return nil, err
 		}
-		co, err := coderOptions(d, profile, cli.Vendor)
-		if err != nil {
-			return nil, err
-		}
+		co := coderOptions(d, profile)
 		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co})...)
 	}
 	return ts, nil
+}
+
+// computerTools are the tools that work in a conversation's computer: a
+// command, the files, the terminals. The agent has them, and conch's MCP
+// server offers them (mcp_server_cmd.go).
+func computerTools(d *deps) []conch.Tool {
+	tc := d.cfg.Tools
+	files := tool.FilesOptions{Auditor: d.audit}
+	ts := []conch.Tool{
+		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
+		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
+	}
+	return append(ts, tool.TerminalTools(d.terminals)...)
 }
 
 // startTerminals creates the per-conversation terminal managers over the
@@ -399,15 +411,37 @@ func coderProfile(name string) (coder.Profile, coders.CLI, error) {
 	return p, cli, err
 }
 
-// coderRoute builds the coding agent's way out: one Injector for the
-// configured CLI's API (coder.api_key, coder.base_url), reached from each
+// coderEgress is the coding CLI's way out: one Injector for the configured
+// CLI's API (coder.api_key, coder.base_url), reached from each
 // conversation's sandbox through a bridge on egress.DefaultBridgePort.
-// route gives the base URL the CLI must use (with egress.PlaceholderKey as
-// its key); it is idempotent and cheap while the bridge lives, and starts
-// the bridge again on the same port when it is gone (after a restart of
-// conch), so call it before each start or reattachment of the CLI. baseURL
-// is what route returns, known up front because the port is fixed.
-func coderRoute(d *deps, vendor coders.Vendor) (route func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error), baseURL string, err error) {
+type coderEgress struct {
+	injector *egress.Injector
+	bridges  *egress.Bridges
+}
+
+// startCoderEgress builds the coding CLI's egress when coder.agent is set,
+// in the services phase, and registers what it holds in one place: the
+// injector and bridges close with conch, the bridges are released with a
+// conversation. Building the tools only reads d.coder.
+func startCoderEgress(d *deps) error {
+	if d.cfg.Coder.Agent == "" {
+		return nil
+	}
+	_, cli, err := coderProfile(d.cfg.Coder.Agent)
+	if err != nil {
+		return err
+	}
+	eg, err := newCoderEgress(d, cli.Vendor)
+	if err != nil {
+		return err
+	}
+	d.coder = eg
+	d.closers = append(d.closers, eg.injector, eg.bridges)
+	d.releasers = append(d.releasers, eg.bridges)
+	return nil
+}
+
+func newCoderEgress(d *deps, vendor coders.Vendor) (*coderEgress, error) {
 	cc := d.cfg.Coder
 	in, err := egress.NewInjector(egress.InjectorOptions{
 		Vendor: vendor, Key: cc.APIKey, BaseURL: cc.BaseURL, Logger: d.log,
@@ -422,32 +456,36 @@ func coderRoute(d *deps, vendor coders.Vendor) (route func(ctx context.Context, 
 		},
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("coder: %w", err)
+		return nil, fmt.Errorf("coder: %w", err)
 	}
-	bridges := egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})
-	d.closers = append(d.closers, in, bridges)
-	d.releasers = append(d.releasers, bridges)
-	route = func(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
-		origin, err := bridges.URL(ctx, key, sb)
-		if err != nil {
-			return "", err
-		}
-		return in.ClientBaseURL(origin), nil
+	return &coderEgress{injector: in, bridges: egress.NewBridges(in, egress.BridgeOptions{Port: egress.DefaultBridgePort})}, nil
+}
+
+// route gives the base URL the CLI must use (with egress.PlaceholderKey as
+// its key); it is idempotent and cheap while the bridge lives, and starts
+// the bridge again on the same port when it is gone (after a restart of
+// conch), so call it before each start or reattachment of the CLI.
+func (e *coderEgress) route(ctx context.Context, key conch.ConversationKey, sb conch.Sandbox) (string, error) {
+	origin, err := e.bridges.URL(ctx, key, sb)
+	if err != nil {
+		return "", err
 	}
-	return route, in.ClientBaseURL("http://127.0.0.1:" + strconv.Itoa(egress.DefaultBridgePort)), nil
+	return e.injector.ClientBaseURL(origin), nil
+}
+
+// baseURL is what route returns, known up front because the port is fixed.
+func (e *coderEgress) baseURL() string {
+	return e.injector.ClientBaseURL("http://127.0.0.1:" + strconv.Itoa(egress.DefaultBridgePort))
 }
 
 // coderOptions gives the CLI a placeholder key and a base URL on its
-// sandbox's loopback (Route), where conch's Injector adds the real key on
-// the host: the key never enters the sandbox, which stays on network none.
-// HTTPS_PROXY points at the same address, so that an https request to any
-// other host becomes a CONNECT the Injector refuses and audits rather than
-// a silent DNS failure; the base URL itself is not proxied.
-func coderOptions(d *deps, p coder.Profile, vendor coders.Vendor) (coder.Options, error) {
-	route, _, err := coderRoute(d, vendor)
-	if err != nil {
-		return coder.Options{}, err
-	}
+// sandbox's loopback (the egress's route), where conch's Injector adds the
+// real key on the host: the key never enters the sandbox, which stays on
+// network none. HTTPS_PROXY points at the same address, so that an https
+// request to any other host becomes a CONNECT the Injector refuses and
+// audits rather than a silent DNS failure; the base URL itself is not
+// proxied.
+func coderOptions(d *deps, p coder.Profile) coder.Options {
 	origin := "http://127.0.0.1:" + strconv.Itoa(egress.DefaultBridgePort)
 	return coder.Options{
 		APIKey: egress.PlaceholderKey,
@@ -455,9 +493,9 @@ func coderOptions(d *deps, p coder.Profile, vendor coders.Vendor) (coder.Options
 			p.APIKeyEnv + "=" + egress.PlaceholderKey,
 			"HTTPS_PROXY=" + origin, "https_proxy=" + origin, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
 		},
-		Route: route,
+		Route: d.coder.route,
 		Ask:   d.cfg.Coder.Approvals == "ask",
-	}, nil
+	}
 }
 
 type closerFunc func() error

@@ -441,6 +441,13 @@ func (e *engineOps) ReadFile(ctx context.Context, p string, limit int64) ([]byte
 	return out, nil
 }
 
+// ReadWorkspaceFile is refused without the sandboxd: a file read by a
+// program of the image cannot be opened without following links, and a
+// check before the read could be raced.
+func (e *engineOps) ReadWorkspaceFile(context.Context, string, int64) ([]byte, error) {
+	return nil, conch.Errorf(conch.KindUnavailable, "sending files needs the sandbox agent (sandbox.sandboxd_binary), which this sandbox runs without")
+}
+
 // WriteFile writes data to the file, creating its directory.
 func (e *engineOps) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
 	p = resolve(p)

@@ -22,6 +22,7 @@ import (
 type sandboxOps interface {
 	Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecResult, error)
 	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
+	ReadWorkspaceFile(ctx context.Context, path string, limit int64) ([]byte, error)
 	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
 	ListFiles(ctx context.Context, path string) ([]conch.FileInfo, error)
 	Close() error
@@ -43,7 +44,10 @@ type Sandbox struct {
 	eops atomic.Pointer[engineOps]
 }
 
-var _ conch.Sandbox = (*Sandbox)(nil)
+var (
+	_ conch.Sandbox         = (*Sandbox)(nil)
+	_ conch.WorkspaceReader = (*Sandbox)(nil)
+)
 
 func newSandbox(r *Runtime, b *box) *Sandbox {
 	s := &Sandbox{rt: r}
@@ -206,6 +210,12 @@ func (s *Sandbox) Exec(ctx context.Context, req conch.ExecRequest) (conch.ExecRe
 // ReadFile reads at most limit bytes of a file (limit <= 0: the whole file).
 func (s *Sandbox) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
 	return do(ctx, s, func(o sandboxOps) ([]byte, error) { return o.ReadFile(ctx, path, limit) })
+}
+
+// ReadWorkspaceFile implements conch.WorkspaceReader through the sandboxd
+// (the path is resolved inside the sandbox, no link followed).
+func (s *Sandbox) ReadWorkspaceFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	return do(ctx, s, func(o sandboxOps) ([]byte, error) { return o.ReadWorkspaceFile(ctx, path, limit) })
 }
 
 // WriteFile writes a file, creating its directory.

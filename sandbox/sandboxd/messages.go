@@ -17,6 +17,9 @@ const (
 	opRead  = "read"
 	opWrite = "write"
 	opList  = "list"
+	// opReadWorkspace reads a regular file under the workspace without
+	// following symbolic links (workspace_linux.go).
+	opReadWorkspace = "read_workspace"
 )
 
 // hello is the first frame the server sends.
@@ -80,11 +83,15 @@ const (
 	codeInvalid    = "invalid"
 	codeExists     = "exists"
 	codeInternal   = "internal"
+	// codeTooLarge: a file over the request's limit (Size says how large).
+	codeTooLarge = "too_large"
 )
 
 type wireError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Size is the file's size with codeTooLarge.
+	Size int64 `json:"size,omitempty"`
 }
 
 // newWireError classifies err for the wire.
@@ -147,7 +154,7 @@ func (e *RemoteError) kind() conch.ErrorKind {
 	switch e.Code {
 	case codeNotFound:
 		return conch.KindNotFound
-	case codePermission, codeInvalid, codeExists:
+	case codePermission, codeInvalid, codeExists, codeTooLarge:
 		return conch.KindInvalid
 	}
 	return conch.KindInternal

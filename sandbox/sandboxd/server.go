@@ -216,6 +216,8 @@ func (c *sconn) handle(st *sstream, req request) {
 		res, err = c.writeFile(st, req)
 	case opList:
 		res, err = c.list(st, req)
+	case opReadWorkspace:
+		res, err = c.readWorkspace(st, req)
 	default:
 		err = invalidf("unknown operation %q", req.Op)
 	}

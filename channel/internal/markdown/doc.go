@@ -1,8 +1,9 @@
 // Package markdown is the channels' one Markdown machinery: a reply is
 // parsed once (goldmark, GitHub Flavored Markdown) and rendered per target
 // (Matrix, email and web HTML through each target's sanitising policy;
-// Telegram's small HTML subset written from the syntax tree), and split at
-// block boundaries to each target's limits. Only packages under channel/
+// Telegram's small HTML subset and Slack's mrkdwn written from the syntax
+// tree; Discord takes the Markdown source), and split at block boundaries
+// to each target's limits by one packer. Only packages under channel/
 // may import it; each channel keeps a thin call.
 package markdown
 

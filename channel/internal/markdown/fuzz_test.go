@@ -1,6 +1,7 @@
 package markdown
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -11,8 +12,8 @@ import (
 
 // FuzzTargets renders one parsed document in every target and splits it to
 // a random limit: the HTML targets are safe (Matrix and web without
-// images), Telegram accepts every message and each fits, the Markdown
-// pieces fit and stay UTF-8.
+// images), Telegram accepts every message and each fits, Slack's pieces fit
+// and link only to safe URLs, the Markdown pieces fit and stay UTF-8.
 func FuzzTargets(f *testing.F) {
 	for _, s := range markdownSeeds() {
 		f.Add(s, uint16(64))
@@ -49,6 +50,20 @@ func FuzzTargets(f *testing.F) {
 				}
 			}
 		}
+		slackLimit := 16 + int(lim)%SlackMaxText
+		for j, m := range SplitSlack(d.Slack(), slackLimit) {
+			if n := utf8.RuneCountInString(m); n > slackLimit {
+				t.Fatalf("limit %d Slack part %d: %d characters", slackLimit, j, n)
+			}
+			if !utf8.ValidString(m) {
+				t.Fatalf("Slack part %d is not UTF-8: %q", j, m)
+			}
+			for _, l := range slackLinks.FindAllStringSubmatch(m, -1) {
+				if !slackURL(l[1]) {
+					t.Fatalf("Slack part %d links to %q", j, l[1])
+				}
+			}
+		}
 		srcLimit := 32 + int(lim)%4096
 		for i, p := range SplitSource(md, srcLimit) {
 			if len(p) > srcLimit {
@@ -60,6 +75,9 @@ func FuzzTargets(f *testing.F) {
 		}
 	})
 }
+
+// slackLinks finds mrkdwn links: <url> or <url|label>.
+var slackLinks = regexp.MustCompile(`<([^<>|]+)(?:\|[^<>]*)?>`)
 
 func markdownSeeds() []string {
 	return append(append([]string(nil), markdowntest.Seeds...),

@@ -153,7 +153,10 @@ function onFrame(f) {
     case "history":
       $("messages").replaceChildren();
       state.turns = {};
-      for (const m of f.messages) addMessage(m.role, m.text, m.html);
+      for (const m of f.messages) {
+        const b = addMessage(m.role, m.text, m.html);
+        if (m.role === "assistant" && m.attachments) addFiles(b, m.attachments);
+      }
       state.lastSeq = f.seq;
       purgeOutbox(state.current);
       for (const m of outbox(state.current)) addPending(m);
@@ -183,6 +186,30 @@ function addMessage(role, text, html) {
   $("messages").append(b);
   scrollDown();
   return b;
+}
+
+// addFiles shows the files sent with an answer: pictures inline, others as
+// downloads. They are fetched with the request token (the route is behind
+// the login like every API) and shown from blobs.
+const inlineTypes = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+function addFiles(box, files) {
+  const conv = state.current;
+  for (const f of files) {
+    if (!f.Ref) continue;
+    const url = "/api/files/" + encodeURIComponent(conv) + "/" + f.Ref.split("/").map(encodeURIComponent).join("/") +
+      "?name=" + encodeURIComponent(f.Name || "file");
+    const fig = conch.el("figure", { class: "file", "data-ref": f.Ref });
+    box.append(fig);
+    fetch(url, { headers: { "X-Conch-Token": conch.token() }, credentials: "same-origin" }).then(async (r) => {
+      if (!r.ok) throw new Error("HTTP " + r.status);
+      const blob = URL.createObjectURL(await r.blob());
+      if (inlineTypes.includes(f.MediaType)) {
+        fig.append(conch.el("img", { src: blob, alt: f.Name || "picture" }));
+      }
+      fig.append(conch.el("figcaption", {}, conch.el("a", { href: blob, download: f.Name || "file", text: f.Name || "file" })));
+      scrollDown();
+    }).catch((e) => fig.append(conch.el("figcaption", { class: "muted", text: (f.Name || "file") + " could not be loaded (" + e.message + ")" })));
+  }
 }
 
 function addPending(m) {
@@ -217,7 +244,10 @@ function renderEvent(ev, html) {
         state.turns[ev.turn].stream = null;
         state.turns[ev.turn].deltas = [];
       }
-      addMessage(d.role === "assistant" ? "assistant" : "user", d.text, html);
+      {
+        const b = addMessage(d.role === "assistant" ? "assistant" : "user", d.text, html);
+        if (d.role === "assistant" && d.attachments) addFiles(b, d.attachments);
+      }
       break;
     case "notice": {
       const n = conch.el("div", { class: "notice" });

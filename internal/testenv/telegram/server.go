@@ -60,8 +60,12 @@ type Sent struct {
 	Silent   bool
 	ReplyTo  int64
 	Document *Upload
-	Action   string
-	At       time.Time
+	// Photo is a photo sent (sendPhoto, sendMediaGroup); MediaGroupID
+	// ties the photos of one album.
+	Photo        *Upload
+	MediaGroupID string
+	Action       string
+	At           time.Time
 }
 
 type storedFile struct {

@@ -68,6 +68,7 @@ type Message struct {
 	Document        *Document   `json:"document,omitempty"`
 	Caption         string      `json:"caption,omitempty"`
 	CaptionEntities []Entity    `json:"caption_entities,omitempty"`
+	MediaGroupID    string      `json:"media_group_id,omitempty"`
 }
 
 // ChatMember is the status part of a ChatMember object.

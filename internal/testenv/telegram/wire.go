@@ -76,6 +76,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, f.Status, f.Description, f.RetryAfter)
 		return
 	}
+	if s.hang(r, method, params) {
+		writeError(w, http.StatusBadGateway, "Bad Gateway", 0)
+		return
+	}
 	p := reqParams(params)
 	switch strings.ToLower(method) {
 	case "getme":
@@ -98,6 +102,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.getFile(w, p)
 	case "senddocument":
 		s.sendDocument(w, p, files)
+	case "sendphoto":
+		s.sendPhoto(w, p, files)
+	case "sendmediagroup":
+		s.sendMediaGroup(w, p, files)
 	case "deletewebhook":
 		writeOK(w, true)
 	case "getwebhookinfo":

@@ -1,4 +1,4 @@
-package slack
+package markdown
 
 import (
 	"fmt"
@@ -7,38 +7,24 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
-	"github.com/yuin/goldmark/extension"
 	east "github.com/yuin/goldmark/extension/ast"
-	"github.com/yuin/goldmark/text"
 )
 
-// maxMessageLen is where long answers are split. Slack truncates a
+// SlackMaxText is where long Slack answers are split. Slack truncates a
 // message's text past 40,000 characters and recommends at most 4,000 for
-// readability (a longer message is collapsed behind "Show more"); 4,000 it
-// is.
-const maxMessageLen = 4000
+// readability (a longer message is collapsed behind "Show more").
+const SlackMaxText = 4000
 
-// renderer turns conch's Markdown into Slack's mrkdwn: *bold*, _italic_,
-// ~strike~, `code`, ```pre```, <url|label>, "> " quotes, and the three
-// escapes &amp; &lt; &gt;. Headings become bold lines, lists "•" or
-// numbered lines, tables a preformatted block.
-type renderer struct {
-	md goldmark.Markdown
-}
-
-func newRenderer() *renderer {
-	return &renderer{md: goldmark.New(goldmark.WithExtensions(extension.GFM))}
-}
-
-// blocks renders Markdown as top-level mrkdwn blocks, in order.
-func (r *renderer) blocks(markdown string) []string {
-	src := []byte(strings.ToValidUTF8(markdown, "\uFFFD"))
-	doc := r.md.Parser().Parse(text.NewReader(src))
-	w := &writer{src: src}
+// Slack renders the document as top-level blocks of Slack's mrkdwn: *bold*,
+// _italic_, ~strike~, `code`, ```pre```, <url|label>, "> " quotes, and the
+// three escapes &amp; &lt; &gt;. Headings become bold lines, lists "•" or
+// numbered lines, tables a preformatted block. Blocks that render to
+// nothing are left out.
+func (d *Doc) Slack() []string {
+	w := &slackWriter{src: d.src}
 	var out []string
-	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
+	for n := d.root.FirstChild(); n != nil; n = n.NextSibling() {
 		if s := strings.Trim(w.block(n, 0), "\n"); s != "" {
 			out = append(out, s)
 		}
@@ -46,19 +32,20 @@ func (r *renderer) blocks(markdown string) []string {
 	return out
 }
 
-// messages renders Markdown into messages of at most limit characters.
-func (r *renderer) messages(markdown string, limit int) []string {
-	parts := pack(r.blocks(markdown), limit)
+// SlackMessages renders Markdown into mrkdwn messages of at most limit
+// characters.
+func SlackMessages(markdown string, limit int) []string {
+	parts := SplitSlack(Parse(markdown).Slack(), limit)
 	if len(parts) == 0 && strings.TrimSpace(markdown) != "" {
-		parts = splitText(escape(markdown), limit)
+		parts = SplitSlackText(SlackEscape(markdown), limit)
 	}
 	return parts
 }
 
-// single renders Markdown as one message; if it is too long its end is
-// kept (progress grows at the bottom) behind an ellipsis.
-func (r *renderer) single(markdown string, limit int) string {
-	parts := r.messages(markdown, limit-2)
+// SlackSingle renders Markdown as one mrkdwn message; if it is too long its
+// end is kept (progress grows at the bottom) behind an ellipsis.
+func SlackSingle(markdown string, limit int) string {
+	parts := SlackMessages(markdown, limit-2)
 	switch len(parts) {
 	case 0:
 		return ""
@@ -68,11 +55,12 @@ func (r *renderer) single(markdown string, limit int) string {
 	return "…\n" + parts[len(parts)-1]
 }
 
-var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-func escape(s string) string { return escaper.Replace(s) }
+// SlackEscape escapes text for mrkdwn: only &, < and > (Slack's rule).
+func SlackEscape(s string) string { return mrkdwnEscaper.Replace(s) }
 
-func safeURL(u string) bool {
+func slackURL(u string) bool {
 	p, err := url.Parse(u)
 	if err != nil {
 		return false
@@ -84,9 +72,9 @@ func safeURL(u string) bool {
 	return false
 }
 
-type writer struct{ src []byte }
+type slackWriter struct{ src []byte }
 
-func (w *writer) lines(n ast.Node) string {
+func (w *slackWriter) lines(n ast.Node) string {
 	var b strings.Builder
 	l := n.Lines()
 	for i := 0; i < l.Len(); i++ {
@@ -96,7 +84,7 @@ func (w *writer) lines(n ast.Node) string {
 	return b.String()
 }
 
-func (w *writer) block(n ast.Node, depth int) string {
+func (w *slackWriter) block(n ast.Node, depth int) string {
 	switch n := n.(type) {
 	case *ast.Paragraph, *ast.TextBlock:
 		return w.inline(n)
@@ -105,13 +93,13 @@ func (w *writer) block(n ast.Node, depth int) string {
 	case *ast.ThematicBreak:
 		return "———"
 	case *ast.FencedCodeBlock, *ast.CodeBlock:
-		return "```\n" + escape(strings.TrimRight(w.lines(n), "\n")) + "\n```"
+		return "```\n" + SlackEscape(strings.TrimRight(w.lines(n), "\n")) + "\n```"
 	case *ast.HTMLBlock:
 		s := w.lines(n)
 		if n.HasClosure() {
 			s += string(n.ClosureLine.Value(w.src))
 		}
-		return escape(strings.TrimRight(s, "\n"))
+		return SlackEscape(strings.TrimRight(s, "\n"))
 	case *ast.Blockquote:
 		var parts []string
 		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
@@ -151,16 +139,16 @@ func (w *writer) block(n ast.Node, depth int) string {
 		}
 		return strings.Join(parts, "\n")
 	}
-	return escape(w.lines(n))
+	return SlackEscape(w.lines(n))
 }
 
 // table is a preformatted block with padded columns (mrkdwn has no tables).
-func (w *writer) table(t *east.Table) string {
+func (w *slackWriter) table(t *east.Table) string {
 	var rows [][]string
 	for r := t.FirstChild(); r != nil; r = r.NextSibling() {
 		var cells []string
 		for c := r.FirstChild(); c != nil; c = c.NextSibling() {
-			cells = append(cells, plainMrkdwn(w.inline(c)))
+			cells = append(cells, SlackPlain(w.inline(c)))
 		}
 		rows = append(rows, cells)
 	}
@@ -197,7 +185,7 @@ func (w *writer) table(t *east.Table) string {
 	return b.String()
 }
 
-func (w *writer) inline(n ast.Node) string {
+func (w *slackWriter) inline(n ast.Node) string {
 	var b strings.Builder
 	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
 		w.inlineNode(&b, c)
@@ -205,15 +193,15 @@ func (w *writer) inline(n ast.Node) string {
 	return b.String()
 }
 
-func (w *writer) inlineNode(b *strings.Builder, n ast.Node) {
+func (w *slackWriter) inlineNode(b *strings.Builder, n ast.Node) {
 	switch n := n.(type) {
 	case *ast.Text:
-		b.WriteString(escape(string(n.Segment.Value(w.src))))
+		b.WriteString(SlackEscape(string(n.Segment.Value(w.src))))
 		if n.SoftLineBreak() || n.HardLineBreak() {
 			b.WriteByte('\n')
 		}
 	case *ast.String:
-		b.WriteString(escape(string(n.Value)))
+		b.WriteString(SlackEscape(string(n.Value)))
 	case *ast.CodeSpan:
 		var code strings.Builder
 		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
@@ -223,7 +211,7 @@ func (w *writer) inlineNode(b *strings.Builder, n ast.Node) {
 				code.Write(s.Value)
 			}
 		}
-		b.WriteString("`" + escape(strings.ReplaceAll(code.String(), "`", "'")) + "`")
+		b.WriteString("`" + SlackEscape(strings.ReplaceAll(code.String(), "`", "'")) + "`")
 	case *ast.Emphasis:
 		mark := "_"
 		if n.Level >= 2 {
@@ -234,41 +222,41 @@ func (w *writer) inlineNode(b *strings.Builder, n ast.Node) {
 		b.WriteString("~" + w.inline(n) + "~")
 	case *ast.Link:
 		dest := string(n.Destination)
-		inner := plainMrkdwn(w.inline(n))
-		if !safeURL(dest) {
-			b.WriteString(escape(inner))
+		inner := SlackPlain(w.inline(n))
+		if !slackURL(dest) {
+			b.WriteString(SlackEscape(inner))
 			return
 		}
 		if inner == "" || inner == dest {
 			b.WriteString("<" + dest + ">")
 			return
 		}
-		b.WriteString("<" + dest + "|" + escape(strings.ReplaceAll(inner, "|", "¦")) + ">")
+		b.WriteString("<" + dest + "|" + SlackEscape(strings.ReplaceAll(inner, "|", "¦")) + ">")
 	case *ast.Image:
 		dest := string(n.Destination)
-		alt := plainMrkdwn(w.inline(n))
+		alt := SlackPlain(w.inline(n))
 		if alt == "" {
 			alt = "image"
 		}
-		if safeURL(dest) {
-			b.WriteString("<" + dest + "|" + escape(alt) + ">")
+		if slackURL(dest) {
+			b.WriteString("<" + dest + "|" + SlackEscape(alt) + ">")
 			return
 		}
-		b.WriteString(escape(alt))
+		b.WriteString(SlackEscape(alt))
 	case *ast.AutoLink:
 		u := string(n.URL(w.src))
 		if n.AutoLinkType == ast.AutoLinkEmail && !strings.HasPrefix(u, "mailto:") {
 			u = "mailto:" + u
 		}
-		if safeURL(u) {
-			b.WriteString("<" + u + "|" + escape(string(n.Label(w.src))) + ">")
+		if slackURL(u) {
+			b.WriteString("<" + u + "|" + SlackEscape(string(n.Label(w.src))) + ">")
 			return
 		}
-		b.WriteString(escape(string(n.Label(w.src))))
+		b.WriteString(SlackEscape(string(n.Label(w.src))))
 	case *ast.RawHTML:
 		for i := 0; i < n.Segments.Len(); i++ {
 			seg := n.Segments.At(i)
-			b.WriteString(escape(string(seg.Value(w.src))))
+			b.WriteString(SlackEscape(string(seg.Value(w.src))))
 		}
 	case *east.TaskCheckBox:
 		if n.IsChecked {
@@ -288,64 +276,40 @@ var (
 	bareLink   = regexp.MustCompile(`<([^<>|]+)>`)
 )
 
-// plainMrkdwn strips mrkdwn's markup (the plain fallback): links become
+// SlackPlain strips mrkdwn's markup (the plain fallback): links become
 // "label (url)", the markers of bold, italic, strike and code go; the
 // escapes stay (Slack needs them in plain text too).
-func plainMrkdwn(s string) string {
+func SlackPlain(s string) string {
 	s = linkMarkup.ReplaceAllString(s, "$2 ($1)")
 	s = bareLink.ReplaceAllString(s, "$1")
 	s = strings.ReplaceAll(s, "```", "")
 	return strings.NewReplacer("*", "", "_", "", "~", "", "`", "").Replace(s)
 }
 
-// pack joins blocks into messages of at most limit characters, splitting a
-// block that alone is too long (a code block is closed and reopened).
-func pack(blocks []string, limit int) []string {
-	var out []string
-	cur := ""
-	flush := func() {
-		if cur != "" {
-			out = append(out, cur)
-			cur = ""
-		}
-	}
-	for _, b := range blocks {
-		if utf8.RuneCountInString(b) > limit {
-			flush()
-			out = append(out, splitBlock(b, limit)...)
-			continue
-		}
-		switch {
-		case cur == "":
-			cur = b
-		case utf8.RuneCountInString(cur)+2+utf8.RuneCountInString(b) <= limit:
-			cur += "\n\n" + b
-		default:
-			flush()
-			cur = b
-		}
-	}
-	flush()
-	return out
+// SplitSlack packs mrkdwn blocks (Doc.Slack) into messages of at most
+// limit characters; a block that alone is too long is cut, a preformatted
+// one closed and reopened in every piece, never inside an escape.
+func SplitSlack(blocks []string, limit int) []string {
+	return pack(blocks, limit, utf8.RuneCountInString, splitSlackBlock)
 }
 
-// splitBlock cuts one long block; a preformatted block stays preformatted
+// splitSlackBlock cuts one long block; a preformatted block stays preformatted
 // in every piece.
-func splitBlock(b string, limit int) []string {
+func splitSlackBlock(b string, limit int) []string {
 	if inner, ok := strings.CutPrefix(b, "```\n"); ok && strings.HasSuffix(inner, "```") {
 		inner = strings.TrimSuffix(strings.TrimSuffix(inner, "```"), "\n")
 		var out []string
-		for _, p := range splitText(inner, limit-8) {
+		for _, p := range SplitSlackText(inner, limit-8) {
 			out = append(out, "```\n"+p+"\n```")
 		}
 		return out
 	}
-	return splitText(b, limit)
+	return SplitSlackText(b, limit)
 }
 
-// splitText cuts s into pieces of at most limit characters, at a line
+// SplitSlackText cuts s into pieces of at most limit characters, at a line
 // break or space where one is near, never inside an escape (&amp;).
-func splitText(s string, limit int) []string {
+func SplitSlackText(s string, limit int) []string {
 	var out []string
 	for utf8.RuneCountInString(s) > limit {
 		rs := []rune(s)

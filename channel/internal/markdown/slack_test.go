@@ -1,4 +1,4 @@
-package slack
+package markdown
 
 import (
 	"strings"
@@ -6,8 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-func TestMarkdownToMrkdwn(t *testing.T) {
-	r := newRenderer()
+func TestSlackMrkdwn(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"**bold** and *it* and ~~gone~~", "*bold* and _it_ and ~gone~"},
 		{"# Title\n\ntext", "*Title*\n\ntext"},
@@ -21,21 +20,20 @@ func TestMarkdownToMrkdwn(t *testing.T) {
 		{"`x|y`", "`x|y`"},
 		{"| a | bb |\n|---|---|\n| 1 | 2 |", "```\na | bb\n--+---\n1 | 2 \n```"},
 	} {
-		if got := strings.Join(r.messages(tc.in, maxMessageLen), "\n---\n"); got != tc.want {
+		if got := strings.Join(SlackMessages(tc.in, SlackMaxText), "\n---\n"); got != tc.want {
 			t.Errorf("%q:\n got %q\nwant %q", tc.in, got, tc.want)
 		}
 	}
 }
 
-func TestSplitKeepsCodeBlocksAndLimits(t *testing.T) {
-	r := newRenderer()
+func TestSplitSlackKeepsCodeBlocksAndLimits(t *testing.T) {
 	code := "```\n" + strings.Repeat("line of code <here>\n", 600) + "```"
-	parts := r.messages("intro\n\n"+code, maxMessageLen)
+	parts := SlackMessages("intro\n\n"+code, SlackMaxText)
 	if len(parts) < 3 {
 		t.Fatalf("%d parts", len(parts))
 	}
 	for i, p := range parts {
-		if n := utf8.RuneCountInString(p); n > maxMessageLen {
+		if n := utf8.RuneCountInString(p); n > SlackMaxText {
 			t.Fatalf("part %d has %d characters", i, n)
 		}
 		if i > 0 && (!strings.HasPrefix(p, "```\n") || !strings.HasSuffix(p, "```")) {
@@ -45,22 +43,7 @@ func TestSplitKeepsCodeBlocksAndLimits(t *testing.T) {
 			t.Fatalf("part %d cuts an escape", i)
 		}
 	}
-	if s := r.single(strings.Repeat("word ", 2000), maxMessageLen); utf8.RuneCountInString(s) > maxMessageLen || !strings.HasPrefix(s, "…\n") {
+	if s := SlackSingle(strings.Repeat("word ", 2000), SlackMaxText); utf8.RuneCountInString(s) > SlackMaxText || !strings.HasPrefix(s, "…\n") {
 		t.Fatalf("single: %d characters", utf8.RuneCountInString(s))
-	}
-}
-
-func TestPlainTextOfSlackMessages(t *testing.T) {
-	c := &Channel{me: "U0BOT"}
-	for _, tc := range []struct{ in, want string }{
-		{"<@U0BOT> hi <@U0BOB>", "hi <@U0BOB>"},
-		{"<@U0BOT>: !Reset now", "/reset now"},
-		{"!stopper", "!stopper"},
-		{"see <mailto:a@b.c|a@b.c> and <https://x.y>", "see a@b.c and https://x.y"},
-		{"1 &lt; 2", "1 < 2"},
-	} {
-		if got := c.plainText(tc.in); got != tc.want {
-			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
-		}
 	}
 }
