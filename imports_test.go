@@ -87,6 +87,7 @@ var modulePackages = map[string]struct {
 	"conch/channel/internal/markdown": {layerLeaf, nil},
 	"conch/internal/backoff":          {layerLeaf, nil},
 	"conch/internal/flock":            {layerLeaf, nil},
+	"conch/internal/release/sbom":     {layerLeaf, nil}, // make release: the SBOM of a binary
 	"conch/internal/systemd":          {layerLeaf, nil},
 	"conch/netpolicy":                 {layerLeaf, nil},
 	"conch/llm":                       {layerLeaf, nil},

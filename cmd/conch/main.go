@@ -63,6 +63,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.sandboxAgentCmd(),
 		a.configCmd(),
 		a.backupCmd(),
+		a.restoreCmd(),
 		a.pairingCmd(),
 		a.skillsCmd(),
 		a.transcriptCmd(),
@@ -71,6 +72,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.webCmd(),     // web chat login (web.go)
 		a.serviceCmd(), // systemd unit (service.go)
 		newMCPCmd(a),   // MCP (mcp.go)
+		a.versionCmd(), // version.go
+		a.initCmd(),    // initcmd.go
 	)
 	return root
 }

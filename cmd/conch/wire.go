@@ -41,15 +41,21 @@ import (
 )
 
 // loadOperatorConfig reads the configuration for an operator command that
-// never talks to the model (`conch web url`, `logout-all`): it works where
-// only the service has the model's key.
+// never talks to the model (`conch web url`, `logout-all`, doctor --offline,
+// sandbox, pairing, schedules, usage, backup, restore): it is not validated
+// for a model, and it reads the service's environment file (envfile.go), so
+// it works where only the service has the model's key.
 func (a *app) loadOperatorConfig() (*config.Config, error) {
-	return config.Load(a.configPath, os.Environ())
+	env, err := a.environ()
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(a.configPath, env)
 }
 
 // loadConfig reads and validates the configuration.
 func (a *app) loadConfig() (*config.Config, error) {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -120,9 +126,9 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 	for _, w := range cfg.Deprecations() {
 		log.Warn(w)
 	}
-	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
+	d.db, err = openDataStore(ctx, cfg.DataDir, a.stderr) // upgrade.go
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
 	d.closers = append(d.closers, d.db)
 	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)

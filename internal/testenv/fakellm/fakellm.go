@@ -60,6 +60,7 @@ type Server struct {
 
 	transcriber    func(Transcription) (string, error)
 	transcriptions []Transcription
+	models         models // the model-list endpoints (models.go)
 }
 
 // Option configures a Server.
@@ -214,6 +215,9 @@ func route(r *http.Request) (p Provider, model string, stream, ok bool) {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v1/audio/transcriptions" {
 		s.serveTranscription(w, r)
+		return
+	}
+	if s.serveModels(w, r) {
 		return
 	}
 	p, model, stream, ok := route(r)

@@ -1,4 +1,4 @@
-//go:build goolm
+//go:build !noe2ee
 
 package matrix
 
@@ -18,7 +18,7 @@ import (
 	"maunium.net/go/mautrix/sqlstatestore"
 )
 
-// e2eeAvailable reports whether this build can encrypt (built with -tags goolm).
+// e2eeAvailable reports whether this build can encrypt (every build but -tags noe2ee).
 const e2eeAvailable = true
 
 // e2ee is end-to-end encryption over mautrix's OlmMachine with its crypto

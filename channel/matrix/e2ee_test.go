@@ -1,4 +1,4 @@
-//go:build goolm
+//go:build !noe2ee
 
 package matrix
 

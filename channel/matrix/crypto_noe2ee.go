@@ -1,4 +1,4 @@
-//go:build !goolm
+//go:build noe2ee
 
 package matrix
 
@@ -16,7 +16,7 @@ import (
 	"maunium.net/go/mautrix/id"
 )
 
-// e2eeAvailable reports whether this build can encrypt (built with -tags goolm).
+// e2eeAvailable reports whether this build can encrypt (every build but -tags noe2ee).
 const e2eeAvailable = false
 
 // noE2EENotice is what a room is told once when its encrypted messages
@@ -24,7 +24,7 @@ const e2eeAvailable = false
 const noE2EENotice = "I cannot read encrypted messages: this conch was built without encryption support. " +
 	"Your messages are kept and will be answered once the operator runs a build with encryption (make build)."
 
-// e2ee in a build without -tags goolm: encrypted rooms are refused for
+// e2ee in a build with -tags noe2ee: encrypted rooms are refused for
 // sending (fail closed), their messages are kept as pending (a build with
 // encryption decrypts and answers them later), each such room is told once,
 // and Status and doctor report it.
@@ -55,7 +55,7 @@ func setupE2EE(ctx context.Context, cli *mautrix.Client, db *sql.DB, _ []byte, l
 		return nil, err
 	}
 	e := &e2ee{cli: cli, pending: pending, log: mlog, told: make(map[id.RoomID]bool)}
-	log.Error().Msg("Built without -tags goolm: end-to-end encrypted rooms cannot be served; their messages are kept until a build with encryption runs")
+	log.Error().Msg("Built with -tags noe2ee: end-to-end encrypted rooms cannot be served; their messages are kept until a build with encryption runs")
 	syncer.OnEventType(event.EventEncrypted, func(ctx context.Context, evt *event.Event) {
 		if !hooks.wanted(evt) {
 			return

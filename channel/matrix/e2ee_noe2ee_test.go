@@ -1,4 +1,4 @@
-//go:build !goolm
+//go:build noe2ee
 
 package matrix
 
@@ -17,7 +17,7 @@ import (
 )
 
 func TestEncryptedRoundTrip(t *testing.T) {
-	testenv.Missing(t, "Matrix end-to-end encryption", "this test binary was built without -tags goolm")
+	testenv.Missing(t, "Matrix end-to-end encryption", "this test binary was built with -tags noe2ee")
 }
 
 // TestEncryptedRoomFailsClosed: a build without encryption refuses to send
