@@ -1,7 +1,14 @@
-# conch — see README.md. Everything builds without cgo; the Matrix channel
-# needs the goolm tag (pure-Go olm).
+# conch — see README.md. Everything builds without cgo. Matrix end-to-end
+# encryption (pure-Go olm) is in every build: third_party/mautrix registers
+# goolm without a tag, so the goolm tag below changes nothing and stays for old
+# commands; -tags noe2ee is the opt-in build without encryption.
 GO        ?= go
 TAGS      ?= goolm
+# Stamped into the binary (conch version); a release sets VERSION.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE      ?= $(shell git log -1 --format=%cI 2>/dev/null || echo unknown)
+LDFLAGS   = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
 export CGO_ENABLED ?= 0
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
@@ -11,7 +18,7 @@ RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egre
 .PHONY: build test race vet tidy-check staticcheck check fmt bench chaos fuzz clean build-kubernetes kube-e2e
 
 build:
-	$(GO) build -tags $(TAGS) -o bin/conch ./cmd/conch
+	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
 
 # conch with the Kubernetes sandbox backend (client-go; sandbox.backend = "kubernetes").
 build-kubernetes:
@@ -30,8 +37,8 @@ kube-e2e:
 
 test:
 	$(GO) test -tags $(TAGS) -timeout 25m ./...
-	# A build without the goolm tag keeps encrypted Matrix messages and says so.
-	$(GO) test -timeout 5m -run 'TestEncryptedRoomFailsClosed' ./channel/matrix/
+	# A build with -tags noe2ee keeps encrypted Matrix messages and says so.
+	$(GO) test -tags noe2ee -timeout 5m -run 'TestEncryptedRoomFailsClosed' ./channel/matrix/
 
 race:
 	CGO_ENABLED=1 $(GO) test -race -short -tags $(TAGS) -timeout 15m $(RACE_PKGS)
@@ -82,7 +89,7 @@ FUZZ_TARGETS = \
 	./channel/telegram:FuzzUpdate ./channel/telegram:FuzzUTF16Slice ./channel/telegram:FuzzFormat \
 	./channel/matrix:FuzzEvent ./channel/matrix:FuzzMention ./channel/matrix:FuzzSplitMarkdown ./channel/matrix:FuzzHTML \
 	./channel/web:FuzzChatFrame ./channel/web:FuzzRender ./channel/internal/markdown:FuzzTargets \
-	./tool:FuzzSplitCommand ./skill:FuzzParse ./config:FuzzLoad
+	./tool:FuzzSplitCommand ./skill:FuzzParse ./config:FuzzLoad ./mcp:FuzzCleanSchema ./media:FuzzPrepareImage
 
 fuzz:
 	@for f in $$(git grep -h -o '^func Fuzz[A-Za-z0-9_]*' -- '*_test.go' | sed 's/^func //'); do \
@@ -95,3 +102,33 @@ fuzz:
 
 clean:
 	rm -rf bin
+
+# Releases (README "Install"): static linux/amd64 and linux/arm64 archives,
+# SHA256SUMS, a CycloneDX SBOM per binary (internal/release/sbom, offline,
+# from the module list linked in) and the container image of conch itself
+# (images/conch, built offline by an image import, with the kubernetes tag).
+# Tag first (git tag v0.3.0), then `make release`; `make release-image` alone
+# needs a container engine (ENGINE=podman for Podman).
+DIST      ?= dist
+ENGINE    ?= docker
+PLATFORMS  = linux/amd64 linux/arm64
+IMAGE     ?= conch:$(VERSION)
+
+.PHONY: release release-bins release-image
+release: release-bins release-image
+
+release-bins:
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=conch-$(VERSION)-$$os-$$arch; \
+		echo "== $$name"; mkdir -p $(DIST)/$$name; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/$$name/conch ./cmd/conch; \
+		cp README.md $(DIST)/$$name/; \
+		$(GO) run ./internal/release/sbom -version $(VERSION) -date $(DATE) $(DIST)/$$name/conch > $(DIST)/$$name.cdx.json; \
+		tar -C $(DIST) --owner=0 --group=0 --numeric-owner --mtime='$(DATE)' --sort=name -czf $(DIST)/$$name.tar.gz $$name; \
+		rm -rf $(DIST)/$$name; \
+	done
+	cd $(DIST) && sha256sum *.tar.gz *.cdx.json > SHA256SUMS && cat SHA256SUMS
+
+release-image:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) DATE=$(DATE) ENGINE=$(ENGINE) IMAGE=$(IMAGE) DIST=$(DIST) GO=$(GO) images/conch/build.sh

@@ -31,6 +31,40 @@ type Attachment struct {
 	// Path is where the file lands in the conversation's workspace
 	// ("/workspace/inbox/…"), set once it was copied there.
 	Path string
+	// Image is the picture prepared for the model (scaled, oriented,
+	// metadata stripped), kept by reference (Image.Ref, no Data); nil for
+	// files that are not pictures or not prepared yet.
+	Image *Image
+	// Transcript is what was understood of a voice or audio file.
+	Transcript string
+	// MediaNote tells the model what conch could not do with the file
+	// ("HEIC pictures cannot be shown", "transcription failed: …").
+	MediaNote string
+	// Prepared marks a file whose picture or transcript was made (or
+	// failed for good), so a resumed turn does not make it again.
+	Prepared bool
+}
+
+// MediaPreparer turns received pictures and voice into what the model
+// reads, once per turn, before the model is called.
+type MediaPreparer interface {
+	// Prepare fills Image, Transcript or MediaNote of the files of a
+	// message and sets Prepared; it never fails a turn (failures become
+	// MediaNote).
+	Prepare(ctx context.Context, key ConversationKey, as []Attachment) []Attachment
+}
+
+// AttachmentUpdater keeps what was prepared of a turn's received files.
+type AttachmentUpdater interface {
+	// SetAttachments replaces the stored files of the turn's message.
+	SetAttachments(ctx context.Context, turn TurnID, as []Attachment) error
+}
+
+// Transcriber turns speech into text.
+type Transcriber interface {
+	// Transcribe returns the text spoken in audio (a file of mediaType
+	// named name). A failure is a *Error whose User text may be shown.
+	Transcribe(ctx context.Context, audio io.Reader, name, mediaType string) (string, error)
 }
 
 // AttachmentStore keeps received files durably until their turn copied them
@@ -94,6 +128,15 @@ func DescribeAttachments(as []Attachment) string {
 			where = "(not available: " + a.Name + ")"
 		}
 		fmt.Fprintf(&b, "\n- %s (%s, %d bytes)", where, orDefault(a.MediaType, "application/octet-stream"), a.Size)
+		if a.Image != nil {
+			b.WriteString(": the picture is attached below")
+		}
+		if a.Transcript != "" {
+			fmt.Fprintf(&b, "\n  voice message, transcribed: %q", a.Transcript)
+		}
+		if a.MediaNote != "" {
+			b.WriteString("\n  note: " + a.MediaNote)
+		}
 	}
 	b.WriteString("]")
 	return b.String()

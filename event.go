@@ -203,6 +203,10 @@ func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
 		d = &HookRan{}
 	case "usage":
 		d = &ModelUsage{}
+	case "approval":
+		d = &ApprovalAsked{}
+	case "approval_resolved":
+		d = &ApprovalResolved{}
 	default:
 		return nil, Errorf(KindInvalid, "unknown event type %q", typ)
 	}
@@ -232,6 +236,10 @@ func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
 	case *ContextUse:
 		return *v, nil
 	case *ModelUsage:
+		return *v, nil
+	case *ApprovalAsked:
+		return *v, nil
+	case *ApprovalResolved:
 		return *v, nil
 	}
 	return d, nil

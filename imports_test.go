@@ -87,9 +87,11 @@ var modulePackages = map[string]struct {
 	"conch/channel/internal/markdown": {layerLeaf, nil},
 	"conch/internal/backoff":          {layerLeaf, nil},
 	"conch/internal/flock":            {layerLeaf, nil},
+	"conch/internal/release/sbom":     {layerLeaf, nil}, // make release: the SBOM of a binary
 	"conch/internal/systemd":          {layerLeaf, nil},
 	"conch/netpolicy":                 {layerLeaf, nil},
 	"conch/llm":                       {layerLeaf, nil},
+	"conch/media":                     {layerLeaf, nil},
 
 	"conch/config": {layerConfig, nil},
 
@@ -126,6 +128,7 @@ var modulePackages = map[string]struct {
 	"conch/search":               {layerConcrete, nil},
 	"conch/obs":                  {layerConcrete, nil},
 	"conch/obs/metrics":          {layerConcrete, nil},
+	"conch/mcp":                  {layerConcrete, nil},
 	"conch/mcpserver":            {layerConcrete, nil},
 
 	"conch/cmd/conch": {layerWiring, nil},

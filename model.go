@@ -42,6 +42,10 @@ type Image struct {
 	Data      []byte
 	// Name says where it came from ("inbox/photo.jpg"), for notes and logs.
 	Name string
+	// Ref is where the prepared picture is kept (a conch.AttachmentStore
+	// reference) when Data is not loaded: the store keeps only the
+	// reference and the agent reads the bytes when it builds a request.
+	Ref string `json:",omitempty"`
 }
 
 // ToolCall is one tool invocation requested by the model.

@@ -170,6 +170,8 @@ const (
 	AuditSandboxRemove  AuditKind = "sandbox_remove"  // a sandbox was removed
 	AuditEgressRefused  AuditKind = "egress_refused"  // the coding agent's egress refused a request
 	AuditBudgetRefused  AuditKind = "budget_refused"  // a model call was refused by a budget
+	AuditApproval       AuditKind = "approval"        // a question to a person was decided (allowed, denied, timed out)
+	AuditMCPClientCall  AuditKind = "mcp_client_call" // the agent called an MCP server (tool, resource, prompt)
 )
 
 // AuditEvent is one audited action.

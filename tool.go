@@ -25,6 +25,11 @@ type ToolOutput struct {
 	// already in the AttachmentStore (Ref set). They are stored with the
 	// tool's result, so a turn resumed after a crash still sends them.
 	Attachments []Attachment
+	// Images are pictures for the model to look at with Content
+	// (view_image, an MCP tool's image content), ready to send (PNG, JPEG,
+	// GIF or WebP within every provider's limits); the agent puts them in
+	// the ToolResult.
+	Images []Image
 }
 
 // ToolEnv is everything a tool may use, passed explicitly.
@@ -39,6 +44,13 @@ type ToolEnv struct {
 	// Progress reports work in progress to the conversation; never nil
 	// when set by the agent loop (a no-op otherwise).
 	Progress func(text string)
+	// CallID is the model's id of the tool call being run (set by the
+	// agent loop): an approval is keyed by it, so the same call asking
+	// again after a restart finds its question.
+	CallID string
+	// Approvals asks the conversation's people (approval.go); nil when
+	// nobody can be asked: a tool that needs an answer then refuses.
+	Approvals Approver
 }
 
 // Sandbox returns the conversation's sandbox, creating it on first use.

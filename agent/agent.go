@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,11 @@ type Store interface {
 type Options struct {
 	Model conch.Model
 	Tools []conch.Tool
+	// ToolSource, when set, adds tools for one turn (an MCP server's, for
+	// the conversation it is offered to); asked once at the start of each
+	// turn. A tool named like one of Tools is left out and logged: a
+	// built-in is never shadowed.
+	ToolSource func(ctx context.Context, env conch.ToolEnv) []conch.Tool
 	// Store is where a turn reads the model's view of its conversation and
 	// records its messages and steps.
 	Store Store
@@ -52,6 +58,13 @@ type Options struct {
 	// Fallbacks take over, in order, for the rest of a turn when the model
 	// in use is rate-limited, overloaded or down after its retries.
 	Fallbacks []Fallback
+	// Vision says the model sees pictures; without it a message's pictures
+	// are named in its text instead (llm.Vision, overridable in config).
+	Vision bool
+	// Media keeps pictures by reference: those of received files (the
+	// gateway prepared them) and those tools return. Nil: pictures are
+	// named, never sent.
+	Media conch.AttachmentStore
 	// Meter, when set, is asked before each model call of a turn whether a
 	// budget allows it, and told every answered call's usage.
 	Meter Meter
@@ -66,6 +79,9 @@ type Options struct {
 	// most MaxPreStopRounds times per turn. Nil or no lines: the answer stands.
 	// The stage's summary is emitted as an event when hooks ran.
 	PreStop func(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, answer string) conch.HookRan
+	// Approvals, when set, lets a resumed turn go on at a tool call that
+	// was waiting for a person's answer when conch stopped (resume.go).
+	Approvals TurnApprovals
 	// Secrets are replaced by Redacted in every tool result, tool error and
 	// progress line before the model, the store or any channel sees them
 	// (defence in depth: the configured API keys, tokens and passwords).
@@ -82,6 +98,8 @@ type Fallback struct {
 	Model conch.Model
 	// ContextWindow is its window in tokens (0: the primary's).
 	ContextWindow int
+	// Vision says it sees pictures.
+	Vision bool
 }
 
 // Meter counts what model calls cost and keeps the budgets. *usage.Meter
@@ -99,6 +117,7 @@ type slot struct {
 	model    conch.Model
 	window   int
 	fallback bool
+	vision   bool
 }
 
 // caller is who a model call is made for: the turn, its conversation and
@@ -119,6 +138,7 @@ type Agent struct {
 	specs    []conch.ToolSpec
 	rnd      func() float64
 	redactor *strings.Replacer // nil when there are no secrets
+	images   imageCache
 }
 
 // New returns an Agent; tool names must be unique.
@@ -151,7 +171,7 @@ func New(opts Options) (*Agent, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Agent{opts: opts, tools: make(map[string]conch.Tool), rnd: defaultRand, redactor: newRedactor(opts.Secrets)}
-	a.models = []slot{{model: opts.Model, window: opts.ContextWindow}}
+	a.models = []slot{{model: opts.Model, window: opts.ContextWindow, vision: opts.Vision}}
 	for i, f := range opts.Fallbacks {
 		if f.Model == nil {
 			return nil, fmt.Errorf("agent: fallback %d has no model", i+1)
@@ -160,7 +180,7 @@ func New(opts Options) (*Agent, error) {
 		if w <= 0 {
 			w = opts.ContextWindow
 		}
-		a.models = append(a.models, slot{model: f.Model, window: w, fallback: true})
+		a.models = append(a.models, slot{model: f.Model, window: w, fallback: true, vision: f.Vision})
 	}
 	for _, t := range opts.Tools {
 		s := t.Spec()
@@ -228,6 +248,9 @@ func (a *Agent) Run(ctx context.Context, in Input) (Result, error) {
 	}
 	if t.answered != "" {
 		return Result{Text: t.answered, Attachments: t.files}, nil
+	}
+	if err := t.resumeWaiting(ctx); err != nil {
+		return t.res, err
 	}
 	for step := 0; step < a.opts.MaxTurns; step++ {
 		req, used, err := t.request(ctx)
@@ -398,19 +421,20 @@ func (a *Agent) call(ctx context.Context, m conch.Model, req conch.ModelRequest,
 
 // runTool runs one call. Unknown tools and bad arguments are failures the
 // model reads; a Go error from the tool ends the turn.
-func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEnv, call conch.ToolCall, emit conch.EventSink) (conch.ToolOutput, error) {
+func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, ts turnTools, env conch.ToolEnv, call conch.ToolCall, emit conch.EventSink) (conch.ToolOutput, error) {
 	a.record(ctx, turn, conch.StepToolCall, ToolCallDetail{ID: call.ID, Name: call.Name, Arguments: json.RawMessage(orEmptyObject(call.Arguments))})
 	emit(conch.ToolStarted{CallID: call.ID, Name: call.Name, Summary: a.redact(describeCall(call))})
 	start := a.opts.Now()
 	var out conch.ToolOutput
 	var err error
-	tool, ok := a.tools[call.Name]
+	tool, ok := ts.byName[call.Name]
 	switch {
 	case !ok:
-		out = conch.ToolFail(fmt.Sprintf("unknown tool %q; available tools: %s", call.Name, strings.Join(a.toolNames(), ", ")))
+		out = conch.ToolFail(fmt.Sprintf("unknown tool %q; available tools: %s", call.Name, strings.Join(ts.names(), ", ")))
 	case !json.Valid(orEmptyObject(call.Arguments)):
 		out = conch.ToolFail(fmt.Sprintf("the arguments of %s are not valid JSON: %s", call.Name, clip(string(call.Arguments), 200)))
 	default:
+		env.CallID = call.ID
 		out, err = tool.Run(ctx, env, orEmptyObject(call.Arguments))
 		out.Content, err = a.redact(out.Content), a.redactErr(err)
 	}
@@ -422,7 +446,7 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 	a.record(ctx, turn, conch.StepToolResult, detail)
 	emit(conch.ToolFinished{CallID: call.ID, Name: call.Name, Duration: took, IsError: out.IsError || err != nil, ExitCode: out.ExitCode, Summary: clip(firstLine(out.Content), 200)})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(err, conch.ErrAwaitingAnswer) {
 			return out, fmt.Errorf("tool %s: %w", call.Name, context.Cause(ctx))
 		}
 		a.opts.Logger.Error("tool failed", "turn", turn, "tool", call.Name, "err", err)
@@ -431,12 +455,46 @@ func (a *Agent) runTool(ctx context.Context, turn conch.TurnID, env conch.ToolEn
 	return out, nil
 }
 
-func (a *Agent) toolNames() []string {
-	names := make([]string, len(a.specs))
-	for i, s := range a.specs {
+// turnTools are the tools of one turn: the built-ins and what the
+// ToolSource added.
+type turnTools struct {
+	byName map[string]conch.Tool
+	specs  []conch.ToolSpec
+}
+
+func (ts turnTools) names() []string {
+	names := make([]string, len(ts.specs))
+	for i, s := range ts.specs {
 		names[i] = s.Name
 	}
 	return names
+}
+
+// turnTools returns the built-in tools with the ToolSource's for env.
+func (a *Agent) turnTools(ctx context.Context, env conch.ToolEnv) turnTools {
+	ts := turnTools{byName: a.tools, specs: a.specs}
+	if a.opts.ToolSource == nil {
+		return ts
+	}
+	extra := a.opts.ToolSource(ctx, env)
+	if len(extra) == 0 {
+		return ts
+	}
+	ts.byName = make(map[string]conch.Tool, len(a.tools)+len(extra))
+	for k, v := range a.tools {
+		ts.byName[k] = v
+	}
+	ts.specs = slices.Clone(a.specs)
+	for _, t := range extra {
+		s := t.Spec()
+		if _, dup := ts.byName[s.Name]; dup {
+			a.opts.Logger.Warn("a tool from the tool source is named like another and is left out", "tool", s.Name, "conversation", env.Conversation)
+			continue
+		}
+		ts.byName[s.Name] = t
+		ts.specs = append(ts.specs, s)
+	}
+	return ts
 }
 
 // record stores a step; a failure to record is logged, not fatal, because

@@ -62,7 +62,7 @@ func estimateMessage(m conch.Message) int {
 	if r := m.ToolResult; r != nil {
 		n += len(r.CallID) + len(r.Name) + len(r.Content)
 	}
-	return (n+bytesPerToken-1)/bytesPerToken + messageOverhead
+	return (n+bytesPerToken-1)/bytesPerToken + messageOverhead + imageCount(m)*imageTokens
 }
 
 func estimateMessages(ms []conch.Message) int {
@@ -234,7 +234,13 @@ func renderForSummary(ms []conch.Message, maxBytes int) string {
 				status = "error"
 			}
 			fmt.Fprintf(&b, "[tool %s %s]\n%s\n\n", r.Name, status, CutMiddle(r.Content, min(oldResultMax, maxBytes), oldResultNote))
+			for _, im := range r.Images {
+				fmt.Fprintf(&b, "[picture %s shown with the result]\n\n", im.Name)
+			}
 		default:
+			for _, im := range m.Images {
+				fmt.Fprintf(&b, "[%s sent the picture %s]\n\n", m.Role, im.Name)
+			}
 			if m.Text != "" {
 				fmt.Fprintf(&b, "[%s]\n%s\n\n", m.Role, CutMiddle(m.Text, maxBytes, "long message"))
 			}

@@ -84,7 +84,7 @@ func repairWithPos(in []conch.Message, pos []conch.HistoryPos) ([]conch.Message,
 		for _, c := range pending {
 			add(conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
 				CallID: c.ID, Name: c.Name, IsError: true,
-				Content: "interrupted: conch restarted before this call finished; it may or may not have taken effect, check before repeating it",
+				Content: interruptedResult,
 			}}, last)
 		}
 		pending = nil
@@ -122,6 +122,10 @@ func repairWithPos(in []conch.Message, pos []conch.HistoryPos) ([]conch.Message,
 	flush()
 	return out, outPos
 }
+
+// interruptedResult is the synthetic result of a call a crash left
+// without one.
+const interruptedResult = "interrupted: conch restarted before this call finished; it may or may not have taken effect, check before repeating it"
 
 func canonicalJSON(raw json.RawMessage) string {
 	var v any

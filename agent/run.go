@@ -19,6 +19,8 @@ type turnRun struct {
 	view    contextView
 	env     conch.ToolEnv
 	emit    conch.EventSink
+	// tools are the turn's tools: the built-ins and the ToolSource's.
+	tools turnTools
 
 	res  Result
 	slot int // the model in use: 0 the primary, then the fallbacks
@@ -81,6 +83,7 @@ func (a *Agent) startTurn(ctx context.Context, in Input) (*turnRun, error) {
 		progress := t.env.Progress
 		t.env.Progress = func(text string) { progress(a.redact(text)) }
 	}
+	t.tools = a.turnTools(ctx, t.env)
 	if t.managed {
 		if err := t.loadStatus(ctx); err != nil {
 			return nil, err
@@ -168,8 +171,9 @@ func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) 
 	a := t.a
 	w := t.window()
 	req := conch.ModelRequest{
-		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: a.specs, MaxTokens: a.opts.MaxTokens,
+		System: withSummary(t.system, t.view.summary), Messages: a.requestMessages(t.view, t.in.Turn, w), Tools: t.tools.specs, MaxTokens: a.opts.MaxTokens,
 	}
+	req.Messages = a.withImages(ctx, t.view, req.Messages, t.in.Turn, a.models[t.slot])
 	used := estimateRequest(req)
 	if t.lastTokens > 0 {
 		used = max(used, t.lastTokens+estimateMessages(t.view.msgs[t.lastLen:]))
@@ -191,6 +195,7 @@ func (t *turnRun) request(ctx context.Context) (conch.ModelRequest, int, error) 
 		default:
 			t.view, t.lastTokens = v, 0
 			req.System, req.Messages = withSummary(t.system, t.view.summary), a.requestMessages(t.view, t.in.Turn, w)
+			req.Messages = a.withImages(ctx, t.view, req.Messages, t.in.Turn, a.models[t.slot])
 			if used = estimateRequest(req); used > int(float64(w)*CompactAt) {
 				a.opts.Logger.Warn("context still over the compaction threshold after compacting", "turn", t.in.Turn, "tokens", used, "window", w)
 			}
@@ -275,17 +280,24 @@ func (t *turnRun) toolCalls(ctx context.Context, resp conch.ModelResponse) (Resu
 			return res, true, err
 		}
 		t.lastCall = sig
-		out, err := a.runTool(ctx, turn, t.env, call, t.emit)
+		out, err := a.runTool(ctx, turn, t.tools, t.env, call, t.emit)
+		if errors.Is(err, conch.ErrAwaitingAnswer) {
+			// Shut down while waiting for a person: the call keeps no
+			// result, so the resumed turn runs it again (resume.go).
+			a.skipCalls(ctx, turn, resp.ToolCalls[i+1:], "not run: the turn ended with an error")
+			return t.res, true, err
+		}
 		if err != nil {
 			a.skipCalls(ctx, turn, resp.ToolCalls[i:], "not run: the turn ended with an error")
 			return t.res, true, err
 		}
 		tm := conch.Message{Role: conch.RoleTool, ToolResult: &conch.ToolResult{
-			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError,
+			CallID: call.ID, Name: call.Name, Content: out.Content, IsError: out.IsError, Images: out.Images,
 		}}
 		if !out.IsError {
 			tm.ToolResult.Attachments = out.Attachments
 		}
+		a.keepToolImages(ctx, t.key, tm.ToolResult)
 		if err := a.opts.Store.AppendMessage(ctx, turn, tm); err != nil {
 			return t.res, true, fmt.Errorf("record tool result: %w", err)
 		}

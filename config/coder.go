@@ -19,11 +19,11 @@ func (c CoderConfig) validate(t coders.Table) []Problem {
 		add("coder.api_key", "the coding agent has no API key", "set CONCH_CODER_API_KEY (or "+providerKeyEnv(c.vendor(t))+") or [coder] api_key_file")
 	}
 	switch c.Approvals {
-	case "auto", "ask":
+	case "auto", "ask", "person":
 	default:
-		add("coder.approvals", fmt.Sprintf("unknown approval mode %q", c.Approvals), "use auto (the CLI's full-auto mode inside the sandbox) or ask (its permission prompts go to the model)")
+		add("coder.approvals", fmt.Sprintf("unknown approval mode %q", c.Approvals), "use auto (the CLI's full-auto mode inside the sandbox), ask (its permission prompts go to the model) or person (they go to the conversation's people as buttons)")
 	}
-	if known && !cli.CanAsk() && c.Approvals == "ask" {
+	if known && !cli.CanAsk() && (c.Approvals == "ask" || c.Approvals == "person") {
 		var askers []string
 		for _, o := range t {
 			if o.CanAsk() {

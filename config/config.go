@@ -54,6 +54,9 @@ type Config struct {
 	Telegram TelegramConfig `toml:"telegram" envPrefix:"TELEGRAM_"`
 	Slack    SlackConfig    `toml:"slack" envPrefix:"SLACK_"`
 	Discord  DiscordConfig  `toml:"discord" envPrefix:"DISCORD_"`
+	// Media and Voice: see media.go.
+	Media MediaConfig `toml:"media" envPrefix:"MEDIA_"`
+	Voice VoiceConfig `toml:"voice" envPrefix:"VOICE_"`
 	// Schedule and Hooks: see schedule.go.
 	Schedule ScheduleConfig `toml:"schedule" envPrefix:"SCHEDULE_"`
 	Hooks    HooksConfig    `toml:"hooks" envPrefix:"HOOKS_"`
@@ -142,6 +145,13 @@ type ToolsConfig struct {
 	WebFetchMaxChars int `toml:"web_fetch_max_chars" env:"WEB_FETCH_MAX_CHARS"`
 	// WebFetchContentTypes lists the media types read ("text/*" wildcards); empty means the built-in list.
 	WebFetchContentTypes []string `toml:"web_fetch_content_types" env:"WEB_FETCH_CONTENT_TYPES" envSeparator:","`
+	// Approve lists command patterns ("git push *") the bash tool runs
+	// only once a person allowed them (tool.ApprovePolicy): a policy for
+	// the bash tool, not a boundary.
+	Approve []string `toml:"approve" env:"APPROVE" envSeparator:","`
+	// ApprovalTimeout is how long a question to a person waits before it
+	// is denied.
+	ApprovalTimeout Duration `toml:"approval_timeout" env:"APPROVAL_TIMEOUT"`
 }
 
 // CoderConfig selects the coding-agent CLI behind the code tool.
@@ -159,8 +169,9 @@ type CoderConfig struct {
 	// accepted so that files that set it keep loading.
 	Hosts []string `toml:"hosts" env:"HOSTS" envSeparator:","`
 	// Approvals is auto (the CLI runs in its full-auto mode: the sandbox
-	// is the boundary) or ask (it keeps its permission prompts, which the
-	// model answers with respond_to_agent).
+	// is the boundary), ask (it keeps its permission prompts, which the
+	// model answers with respond_to_agent) or person (its permission
+	// prompts go to the conversation's people as buttons).
 	Approvals string `toml:"approvals" env:"APPROVALS"`
 }
 
@@ -379,18 +390,21 @@ func (c *Config) ValidateWith(t coders.Table) error {
 		add("log.format", fmt.Sprintf("unknown format %q", c.Log.Format), "use text or json")
 	}
 	ps = append(ps, c.Coder.validate(t)...)
+	ps = append(ps, c.validateApprovals()...)
 	ps = append(ps, c.validateUsage()...)
 	ps = append(ps, c.Sandbox.validate()...)
 	ps = append(ps, c.Matrix.validate()...)
 	ps = append(ps, c.Telegram.validate()...)
 	ps = append(ps, c.Slack.validate()...)
 	ps = append(ps, c.Discord.validate()...)
+	ps = append(ps, c.Voice.validate()...)
 	ps = append(ps, c.validateWeb()...)
 	ps = append(ps, c.validateWebChat()...)
 	ps = append(ps, c.Email.validate()...)
 	ps = append(ps, c.Schedule.validate()...)
 	ps = append(ps, c.Hooks.validate()...)
 	ps = append(ps, c.validateMCPServe()...)
+	ps = append(ps, c.MCP.validateServers()...)
 	if len(ps) > 0 {
 		return &ValidationError{Problems: ps}
 	}

@@ -170,7 +170,7 @@ func TestCoderSandbox(t *testing.T) {
 	}
 }
 
-// TestCoderApprovals: ask mode is refused for Codex, which cannot ask in
+// TestCoderApprovals: ask and person modes are refused for Codex, which cannot ask in
 // conch's sandbox, with the key and the way out named.
 func TestCoderApprovals(t *testing.T) {
 	dir := t.TempDir()
@@ -181,6 +181,8 @@ func TestCoderApprovals(t *testing.T) {
 		{"claude", "ask", ""},
 		{"gemini", "ask", ""},
 		{"codex", "ask", "coder.approvals: Codex cannot ask"},
+		{"claude", "person", ""},
+		{"codex", "person", "coder.approvals: Codex cannot ask"},
 		{"claude", "sometimes", `coder.approvals: unknown approval mode "sometimes"`},
 	} {
 		c, err := Load("", []string{"XDG_CONFIG_HOME=" + dir, "HOME=" + dir, "CONCH_MODEL_PROVIDER=openai", "CONCH_MODEL=gpt-test", "CONCH_MODEL_API_KEY=k",

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +50,12 @@ var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "X-Api-
 
 // InjectorOptions configures an Injector.
 type InjectorOptions struct {
+	// Vendor decides the credential header; "" with Header set is any
+	// other API (an MCP server's), which needs a BaseURL.
 	Vendor Vendor
+	// Header and Prefix, with no Vendor, put the key on requests as
+	// "<Header>: <Prefix><Key>" (Authorization, "Bearer ").
+	Header, Prefix string
 	// Key is the real API key. It is put on forwarded requests only: never
 	// logged, never sent back to the client.
 	Key string
@@ -85,6 +91,7 @@ type InjectorOptions struct {
 // reason, and reported (OnRequest and a log line).
 type Injector struct {
 	o        InjectorOptions
+	name     string // the API, in messages: its vendor or base URL
 	up       *url.URL
 	basePath string // the upstream's path without a trailing slash: "" or "/v1"
 	private  bool   // the operator's upstream (reached whatever its address)
@@ -97,11 +104,16 @@ var _ ConnServer = (*Injector)(nil)
 // NewInjector checks o and returns an Injector.
 func NewInjector(o InjectorOptions) (*Injector, error) {
 	def := o.Vendor.DefaultBaseURL()
-	if def == "" {
+	switch {
+	case o.Vendor == "" && o.Header != "":
+		if o.BaseURL == "" {
+			return nil, conch.Errorf(conch.KindInvalid, "egress injector: a %s header needs the API's base URL", o.Header)
+		}
+	case def == "":
 		return nil, conch.Errorf(conch.KindInvalid, "egress injector: unknown vendor %q (want anthropic, openai or gemini)", o.Vendor)
 	}
 	if o.Key == "" {
-		return nil, conch.Errorf(conch.KindInvalid, "egress injector: no API key for %s", o.Vendor)
+		return nil, conch.Errorf(conch.KindInvalid, "egress injector: no API key for %s", cmp.Or(string(o.Vendor), o.BaseURL))
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
@@ -109,7 +121,10 @@ func NewInjector(o InjectorOptions) (*Injector, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	in := &Injector{o: o}
+	in := &Injector{o: o, name: string(o.Vendor)}
+	if o.Vendor == "" {
+		in.name = o.BaseURL
+	}
 	base := def
 	if o.BaseURL != "" {
 		base, in.private = o.BaseURL, true
@@ -298,10 +313,10 @@ func (c *bufferedConn) CloseWrite() error {
 // refusal returns why r is not served, or "".
 func (in *Injector) refusal(r *http.Request) string {
 	if r.Method == http.MethodConnect {
-		return fmt.Sprintf("CONNECT to %s is not allowed: this endpoint forwards only to %s's API", r.Host, in.o.Vendor)
+		return fmt.Sprintf("CONNECT to %s is not allowed: this endpoint forwards only to %s's API", r.Host, in.name)
 	}
 	if !in.ownHost(r) {
-		return fmt.Sprintf("host %q is not allowed: this endpoint forwards only to %s's API", r.Host, in.o.Vendor)
+		return fmt.Sprintf("host %q is not allowed: this endpoint forwards only to %s's API", r.Host, in.name)
 	}
 	if r.Header.Get("Upgrade") != "" || headerHasToken(r.Header, "Connection", "upgrade") {
 		return "protocol upgrades (WebSocket) are not supported: turn the CLI's websockets off"
@@ -378,6 +393,8 @@ func (in *Injector) rewrite(pr *httputil.ProxyRequest) {
 		out.Header.Set("Authorization", "Bearer "+in.o.Key)
 	case Gemini:
 		out.Header.Set("X-Goog-Api-Key", in.o.Key)
+	default:
+		out.Header.Set(in.o.Header, in.o.Prefix+in.o.Key)
 	}
 }
 

@@ -75,6 +75,9 @@ func (g *Gateway) HandleInbound(ctx context.Context, in conch.Inbound) error {
 	if in.ReceivedAt.IsZero() {
 		in.ReceivedAt = g.opts.Now()
 	}
+	if g.replyAnswer(ctx, in) {
+		return nil
+	}
 	if cmd, ok := parseCommand(in.Text); ok {
 		if g.seenCommand(ctx, in) {
 			g.log.Info("ignored redelivered command", "conversation", in.Key, "external_id", in.ExternalID)
@@ -248,6 +251,7 @@ func (g *Gateway) ConversationClosed(ctx context.Context, key conch.Conversation
 	if err := g.opts.Store.ResetConversation(ctx, key); err != nil {
 		return fmt.Errorf("close %s: %w", key, err)
 	}
+	g.forgetApprovals(ctx, key)
 	err := g.release(ctx, key)
 	g.hub.Forget(key)
 	if err != nil {

@@ -89,6 +89,7 @@ func (g *Gateway) reset(ctx context.Context, key conch.ConversationKey) (string,
 	if err := g.opts.Store.ResetConversation(ctx, key); err != nil {
 		return "", fmt.Errorf("reset %s: %w", key, err)
 	}
+	g.forgetApprovals(ctx, key)
 	text := "Conversation reset: I have forgotten it."
 	if err := g.release(ctx, key); err != nil {
 		g.log.Error("release conversation on reset", "conversation", key, "err", err)
@@ -139,6 +140,11 @@ func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string 
 	}
 	if g.opts.Usage != nil {
 		if line := g.opts.Usage.Status(ctx, key); line != "" {
+			b.WriteString("\n" + line)
+		}
+	}
+	for _, src := range g.opts.StatusSources {
+		for _, line := range src.Status(ctx, key) {
 			b.WriteString("\n" + line)
 		}
 	}

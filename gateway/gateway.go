@@ -90,6 +90,11 @@ type Options struct {
 	Attachments conch.AttachmentStore
 	// MaxAttachmentBytes caps one received file (default conch.MaxAttachmentSize).
 	MaxAttachmentBytes int64
+	// Media, when set, prepares a turn's received pictures and voice for
+	// the model when the turn starts (kept with the turn's message when
+	// the Store is a conch.AttachmentUpdater); the person is told what
+	// was heard.
+	Media conch.MediaPreparer
 	// Events keeps every conversation's events; nil keeps them in memory.
 	Events EventLog
 	// ProgressInterval is the least time between two progress messages of
@@ -101,9 +106,19 @@ type Options struct {
 	// Hooks, when set, runs the conversation's turn hooks around each turn.
 	Hooks Hooks
 	// Usage, when set, answers /usage and adds a line to /status.
-	Usage  Usage
-	Logger *slog.Logger
-	Now    func() time.Time
+	Usage Usage
+	// Approvals keeps the questions tools ask the conversation's people
+	// (approval.go); without it a tool that needs an answer refuses.
+	Approvals conch.ApprovalStore
+	// ApprovalTimeout is how long a question waits before it is denied
+	// (default DefaultApprovalTimeout).
+	ApprovalTimeout time.Duration
+	// Audit records every decision on a question.
+	Audit conch.AuditStore
+	// StatusSources add lines to /status (the MCP servers' state).
+	StatusSources []StatusSource
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // Gateway is the router. Create it with New, then call Run.
@@ -120,6 +135,8 @@ type Gateway struct {
 
 	// order serialises storing and queueing a conversation's messages.
 	order orderLocks
+	// waiters wake tool calls waiting on a question.
+	waiters approvalWaiters
 
 	mu  sync.Mutex
 	ctx context.Context // lifetime of Run; nil before Run
@@ -182,6 +199,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.EditInterval <= 0 {
 		opts.EditInterval = time.Second
+	}
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	if opts.MaxAttachmentBytes <= 0 {
 		opts.MaxAttachmentBytes = conch.MaxAttachmentSize
@@ -256,6 +276,7 @@ func (g *Gateway) Run(ctx context.Context, channels ...Attached) error {
 		}
 		return err
 	}
+	g.settleApprovals(ctx)
 	if err := g.resume(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -160,6 +160,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn,
 	g.view.waitHooks(ctx, c.key)
 	g.hub.Publish(ctx, c.key, t.ID, conch.TurnState{Status: conch.TurnRunning, Attempt: t.Attempts})
 	c.deliverFiles(ctx, t, log)
+	t = c.prepareMedia(ctx, t, log)
 	if g.opts.Hooks != nil {
 		if ran := g.opts.Hooks.BeforeTurn(ctx, t); ran.Hooks > 0 {
 			g.hub.Publish(ctx, c.key, t.ID, ran)
@@ -172,6 +173,7 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn,
 			User:         conch.UserKey{Channel: c.key.Channel, ID: t.Inbound.Sender},
 			Sandboxes:    g.sandboxes(),
 			Facts:        g.opts.Facts,
+			Approvals:    g.approver(t),
 		},
 		Events: func(d conch.EventData) { g.hub.Publish(ctx, c.key, t.ID, d) },
 	})

@@ -85,6 +85,7 @@ func (d *DB) ModelHistory(ctx context.Context, key conch.ConversationKey, throug
 				return h, fmt.Errorf("model history of %s: %w", key, err)
 			}
 			m.Text = joinText(m.Text, conch.DescribeAttachments(as))
+			m.Images = attachmentImages(as)
 		}
 		if err := decodeMessage(&m, calls, result); err != nil {
 			return h, fmt.Errorf("model history of %s: %w", key, err)

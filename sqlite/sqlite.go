@@ -146,6 +146,7 @@ type DB struct {
 }
 
 var _ conch.Store = (*DB)(nil)
+var _ conch.AttachmentUpdater = (*DB)(nil)
 
 // Open opens (creating if needed) the database at path, or a private
 // in-memory database when path is ":memory:", and migrates it to the newest

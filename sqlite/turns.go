@@ -206,6 +206,7 @@ func (d *DB) History(ctx context.Context, key conch.ConversationKey) ([]conch.Me
 				return nil, fmt.Errorf("history of %s: %w", key, err)
 			}
 			m.Text = joinText(m.Text, conch.DescribeAttachments(as))
+			m.Images = attachmentImages(as)
 		}
 		if err := decodeMessage(&m, calls, result); err != nil {
 			return nil, fmt.Errorf("history of %s: %w", key, err)
@@ -359,6 +360,9 @@ type storedToolResult struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Files are the files the tool queued for the turn's answer (send_file).
 	Files []storedAttachment `json:"files,omitempty"`
+	// Images by reference (the agent kept their bytes elsewhere); a
+	// picture without a reference is not stored.
+	Images []storedImage `json:"images,omitempty"`
 }
 
 // encodeMessage checks an appended message and renders its JSON columns.
@@ -402,7 +406,7 @@ func encodeMessage(m conch.Message) (calls, result sql.NullString, err error) {
 		calls = sql.NullString{String: string(b), Valid: true}
 	}
 	if r := m.ToolResult; r != nil {
-		sr := storedToolResult{CallID: r.CallID, Name: r.Name, Content: r.Content, IsError: r.IsError}
+		sr := storedToolResult{CallID: r.CallID, Name: r.Name, Content: r.Content, IsError: r.IsError, Images: storeImages(r.Images)}
 		for _, a := range r.Attachments {
 			sr.Files = append(sr.Files, storedAttachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path})
 		}
@@ -434,7 +438,7 @@ func decodeMessage(m *conch.Message, calls, result sql.NullString) error {
 		if err := json.Unmarshal([]byte(result.String), &sr); err != nil {
 			return fmt.Errorf("tool result: %w", err)
 		}
-		m.ToolResult = &conch.ToolResult{CallID: sr.CallID, Name: sr.Name, Content: sr.Content, IsError: sr.IsError}
+		m.ToolResult = &conch.ToolResult{CallID: sr.CallID, Name: sr.Name, Content: sr.Content, IsError: sr.IsError, Images: loadImages(sr.Images)}
 		for _, a := range sr.Files {
 			m.ToolResult.Attachments = append(m.ToolResult.Attachments, conch.Attachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path})
 		}
@@ -450,6 +454,66 @@ type storedAttachment struct {
 	Size      int64  `json:"size"`
 	Ref       string `json:"ref,omitempty"`
 	Path      string `json:"path,omitempty"`
+	// What was prepared for the model (the picture by reference only).
+	Image      *storedImage `json:"image,omitempty"`
+	Transcript string       `json:"transcript,omitempty"`
+	MediaNote  string       `json:"media_note,omitempty"`
+	Prepared   bool         `json:"prepared,omitempty"`
+}
+
+// storedImage is a picture kept by reference: never its bytes.
+type storedImage struct {
+	MediaType string `json:"media_type"`
+	Name      string `json:"name,omitempty"`
+	Ref       string `json:"ref"`
+}
+
+func storeImages(is []conch.Image) []storedImage {
+	var out []storedImage
+	for _, im := range is {
+		if im.Ref != "" {
+			out = append(out, storedImage{MediaType: im.MediaType, Name: im.Name, Ref: im.Ref})
+		}
+	}
+	return out
+}
+
+func loadImages(is []storedImage) []conch.Image {
+	var out []conch.Image
+	for _, im := range is {
+		out = append(out, conch.Image{MediaType: im.MediaType, Name: im.Name, Ref: im.Ref})
+	}
+	return out
+}
+
+// attachmentImages returns the prepared pictures of a message's files.
+func attachmentImages(as []conch.Attachment) []conch.Image {
+	var out []conch.Image
+	for _, a := range as {
+		if a.Image != nil && a.Image.Ref != "" {
+			out = append(out, conch.Image{MediaType: a.Image.MediaType, Name: a.Image.Name, Ref: a.Image.Ref})
+		}
+	}
+	return out
+}
+
+// SetAttachments implements conch.AttachmentUpdater: the turn's stored
+// files, with what was prepared of them for the model.
+func (d *DB) SetAttachments(ctx context.Context, turn conch.TurnID, as []conch.Attachment) error {
+	atts, err := encodeAttachments(as)
+	if err != nil {
+		return fmt.Errorf("set attachments of turn %d: %w", turn, err)
+	}
+	res, err := d.w.ExecContext(ctx, `UPDATE turns SET attachments = ? WHERE id = ?`, atts, turn)
+	if err != nil {
+		return fmt.Errorf("set attachments of turn %d: %w", turn, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set attachments of turn %d: %w", turn, err)
+	} else if n == 0 {
+		return fmt.Errorf("set attachments of turn %d: %w", turn, conch.Errorf(conch.KindNotFound, "turn %d does not exist", turn))
+	}
+	return nil
 }
 
 func encodeAttachments(as []conch.Attachment) (string, error) {
@@ -458,7 +522,11 @@ func encodeAttachments(as []conch.Attachment) (string, error) {
 	}
 	st := make([]storedAttachment, len(as))
 	for i, a := range as {
-		st[i] = storedAttachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path}
+		st[i] = storedAttachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path,
+			Transcript: a.Transcript, MediaNote: a.MediaNote, Prepared: a.Prepared}
+		if a.Image != nil && a.Image.Ref != "" {
+			st[i].Image = &storedImage{MediaType: a.Image.MediaType, Name: a.Image.Name, Ref: a.Image.Ref}
+		}
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -474,7 +542,11 @@ func decodeAttachments(s string) ([]conch.Attachment, error) {
 	}
 	as := make([]conch.Attachment, len(st))
 	for i, a := range st {
-		as[i] = conch.Attachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path}
+		as[i] = conch.Attachment{Name: a.Name, MediaType: a.MediaType, Size: a.Size, Ref: a.Ref, Path: a.Path,
+			Transcript: a.Transcript, MediaNote: a.MediaNote, Prepared: a.Prepared}
+		if im := a.Image; im != nil {
+			as[i].Image = &conch.Image{MediaType: im.MediaType, Name: im.Name, Ref: im.Ref}
+		}
 	}
 	return as, nil
 }

@@ -37,6 +37,9 @@ type BashOptions struct {
 	// program refused by Allow (kind "exec_refused"). If it fails, the turn
 	// ends: nothing runs unaudited.
 	Auditor conch.AuditStore
+	// Approve, if set, names commands a person must allow first
+	// (tools.approve); a person is asked through ToolEnv.Approvals.
+	Approve *ApprovePolicy
 	// Now is the clock of audit events; nil means time.Now.
 	Now func() time.Time
 }
@@ -124,6 +127,9 @@ func (b *Bash) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) 
 		}
 		return conch.ToolFail(msg), nil
 	}
+	if out, err := b.approve(ctx, env, args.Command, cmd); out != nil || err != nil {
+		return deref(out), err
+	}
 	dir := workspaceDir
 	if args.Workdir != "" {
 		var msg string
@@ -187,6 +193,56 @@ func (b *Bash) checkAllowed(cmd Command) string {
 		}
 	}
 	return ""
+}
+
+// approve asks a person when the policy names a command the line runs; it
+// returns the refusal the model reads when the answer is no.
+func (b *Bash) approve(ctx context.Context, env conch.ToolEnv, line string, cmd Command) (*conch.ToolOutput, error) {
+	m, ok := b.opts.Approve.Match(cmd.Argv)
+	if !ok {
+		return nil, nil
+	}
+	if env.Approvals == nil {
+		out := conch.ToolFail(fmt.Sprintf("refused: the operator's policy needs a person's approval for commands like `%s`, and nobody can be asked here.", m.Pattern))
+		return &out, nil
+	}
+	detail := fmt.Sprintf("It matches the approval rule `%s`", m.Pattern)
+	if m.Command != strings.Join(cmd.Argv, " ") {
+		detail += fmt.Sprintf(" (through `%s`)", clipLine(m.Command, 200))
+	}
+	d, err := env.Approvals.Approve(ctx, env.CallID, conch.ApprovalRequest{
+		Kind: "command", Title: clipLine(line, 500), Detail: detail + ".", Scope: "command:" + m.Pattern, Resumable: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bash: approval: %w", err)
+	}
+	if d.Choice.Allows() {
+		return nil, nil
+	}
+	var out conch.ToolOutput
+	switch d.Reason {
+	case conch.ApprovalReasonTimeout:
+		out = conch.ToolFail(fmt.Sprintf("refused: this command needs a person's approval (rule `%s`) and nobody answered in time, so it did not run. Do not retry it unasked; tell the person what you wanted to run and why.", m.Pattern))
+	case conch.ApprovalReasonTurnEnded:
+		out = conch.ToolFail(fmt.Sprintf("refused: the turn ended while waiting for a person's approval (rule `%s`), so the command did not run.", m.Pattern))
+	default:
+		out = conch.ToolFail(fmt.Sprintf("refused: %s denied this command (rule `%s`), so it did not run. Do not try to run it another way; ask the person what they want instead.", orSomeone(d.By), m.Pattern))
+	}
+	return &out, nil
+}
+
+func orSomeone(u conch.UserID) string {
+	if u == "" {
+		return "the person"
+	}
+	return string(u)
+}
+
+func clipLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // shellBuiltins are commands that exist only inside a shell, with what to

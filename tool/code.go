@@ -20,6 +20,10 @@ type CodeOptions struct {
 	Profile coder.Profile
 	// Coder tunes the session (timeouts, environment, IPC threshold).
 	Coder coder.Options
+	// Person sends the CLI's permission prompts to the conversation's
+	// people (coder.approvals = person; Coder.Ask must be set too): the
+	// model never answers them.
+	Person bool
 }
 
 // CodeTools returns `code` and `respond_to_agent` over p.
@@ -72,7 +76,8 @@ func (t *Code) Run(ctx context.Context, env conch.ToolEnv, raw json.RawMessage) 
 		return deref(out), err
 	}
 	res, err := c.Task(ctx, args.Task, progress(env))
-	return turnOutput("code", res, err)
+	res, notes, err := t.O.askPerson(ctx, env, c, res, err)
+	return withNotes(turnOutput("code", res, err))(notes)
 }
 
 // Spec implements conch.Tool.
@@ -99,11 +104,99 @@ func (t *RespondToAgent) Run(ctx context.Context, env conch.ToolEnv, raw json.Ra
 	if out != nil || err != nil {
 		return deref(out), err
 	}
-	res, err := c.Respond(ctx, *args.Text, progress(env))
+	var res coder.TurnResult
+	var notes []string
+	if t.O.Person && *args.Text != "" {
+		// The model never answers a permission prompt: when the CLI is
+		// asking (or asks once its work goes on), its people decide and
+		// the model's text is not typed into the menu.
+		res, err = c.Respond(ctx, "", progress(env))
+		if err == nil && res.State == coder.TurnAsking {
+			notes = append(notes, "The coding agent was asking permission, which its people answer, so your text was not sent; send it again with respond_to_agent if it is still needed.")
+			var more []string
+			res, more, err = t.O.askPerson(ctx, env, c, res, err)
+			return withNotes(turnOutput("respond_to_agent", res, err))(append(more, notes...))
+		}
+		if err != nil && !errors.Is(err, coder.ErrNoAgent) {
+			return turnOutput("respond_to_agent", res, err)
+		}
+	}
+	if err == nil || errors.Is(err, coder.ErrNoAgent) {
+		res, err = c.Respond(ctx, *args.Text, progress(env))
+	}
 	if errors.Is(err, coder.ErrNoAgent) {
 		return conch.ToolFail("no coding agent is running: give it a task with code first"), nil
 	}
-	return turnOutput("respond_to_agent", res, err)
+	res, notes, err = t.O.askPerson(ctx, env, c, res, err)
+	return withNotes(turnOutput("respond_to_agent", res, err))(notes)
+}
+
+// maxPermissionPrompts bounds how many permission prompts of one call go
+// to people before the model hears of it.
+const maxPermissionPrompts = 20
+
+// askPerson hands the CLI's permission prompts to the conversation's
+// people (coder.approvals = person) and answers the menu with their
+// choice, until the CLI stops asking. notes tell the model what was
+// decided.
+func (o CodeOptions) askPerson(ctx context.Context, env conch.ToolEnv, c *coder.Coder, res coder.TurnResult, err error) (coder.TurnResult, []string, error) {
+	if !o.Person {
+		return res, nil, err
+	}
+	var notes []string
+	for n := 1; err == nil && res.State == coder.TurnAsking && n <= maxPermissionPrompts; n++ {
+		if env.Approvals == nil {
+			notes = append(notes, "Its permission prompts go to a person, and nobody can be asked here: the prompt stays open.")
+			break
+		}
+		d, aerr := env.Approvals.Approve(ctx, fmt.Sprintf("%s#%d", env.CallID, n), conch.ApprovalRequest{
+			Kind: "coder", Title: question(res.Text), Detail: "What its screen shows:\n\n```\n" + tailLines(res.Text, 15) + "\n```",
+			Scope: "coder:" + o.Profile.Name,
+		})
+		if aerr != nil {
+			return res, notes, aerr
+		}
+		who := orSomeone(d.By)
+		switch {
+		case d.Choice.Allows():
+			notes = append(notes, fmt.Sprintf("Permission prompt %d: allowed (%s) by %s.", n, d.Choice.Label(), who))
+		case d.Reason == conch.ApprovalReasonTimeout:
+			notes = append(notes, fmt.Sprintf("Permission prompt %d: denied, nobody answered in time.", n))
+		default:
+			notes = append(notes, fmt.Sprintf("Permission prompt %d: denied by %s. Do not ask the coding agent to do it another way; ask the person what they want.", n, who))
+		}
+		res, err = c.Respond(ctx, o.Profile.PermitKey(d.Choice.Allows(), d.Choice == conch.ApproveConversation), progress(env))
+	}
+	return res, notes, err
+}
+
+// withNotes adds the decisions on permission prompts to a tool's output.
+func withNotes(out conch.ToolOutput, err error) func([]string) (conch.ToolOutput, error) {
+	return func(notes []string) (conch.ToolOutput, error) {
+		if err == nil && len(notes) > 0 {
+			out.Content = strings.Join(notes, "\n") + "\n\n" + out.Content
+		}
+		return out, err
+	}
+}
+
+// question is the line of a CLI's screen that asks.
+func question(screen string) string {
+	lines := strings.Split(strings.TrimSpace(screen), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); strings.HasSuffix(l, "?") {
+			return l
+		}
+	}
+	return "The coding agent asks permission"
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.ReplaceAll(strings.Join(lines, "\n"), "```", "ʼʼʼ")
 }
 
 func codingAgent(ctx context.Context, p terminal.Provider, o CodeOptions, env conch.ToolEnv, op string) (*coder.Coder, *conch.ToolOutput, error) {

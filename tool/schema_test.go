@@ -22,7 +22,7 @@ func allTools() []conch.Tool {
 		NewReadFile(FilesOptions{}), NewWriteFile(FilesOptions{}), NewListFiles(FilesOptions{}),
 		Remember{}, Forget{}, &Schedule{}, NewSkill(nil),
 		&TerminalOpen{}, &TerminalType{}, &TerminalWait{}, &TerminalClose{}, &TerminalRead{}, &Watch{},
-		NewWebFetch(WebFetchOptions{}), NewWebSearch(WebSearchOptions{MaxResults: 10}), &SendFile{},
+		NewWebFetch(WebFetchOptions{}), NewWebSearch(WebSearchOptions{MaxResults: 10}), &SendFile{}, NewViewImage(),
 	}
 }
 

@@ -65,6 +65,8 @@ type Channel struct {
 	positions map[string]string // channel → last message id handed over
 	known     []string          // channels with a position
 	kinds     map[string]channelKind
+	// questions are the messages showing approval questions (approval.go).
+	questions map[string]string
 	joined    map[string]bool
 	health    health
 }
@@ -130,6 +132,7 @@ func New(opts Options) (*Channel, error) {
 	}
 	dg.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) { c.onReady(r) })
 	dg.AddHandler(func(_ *discordgo.Session, m *discordgo.MessageCreate) { c.onCreate(m.Message) })
+	dg.AddHandler(func(_ *discordgo.Session, i *discordgo.InteractionCreate) { c.onInteraction(i) })
 	return c, nil
 }
 

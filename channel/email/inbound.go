@@ -126,6 +126,23 @@ func (c *Channel) decide(ctx context.Context, adm admitter, p parsed) (verdict, 
 	return accept, ""
 }
 
+// isApprovalReply reports whether a (trimmed) body is only an answer to
+// an approval question: one short line whose first word is a choice
+// ("yes", "always", "no"), maybe followed by the question's id.
+func isApprovalReply(body string) bool {
+	b := strings.TrimSpace(body)
+	if b == "" || len(b) > 40 || strings.Contains(b, "\n") {
+		return false
+	}
+	words := strings.Fields(b)
+	if len(words) > 2 {
+		_, ok := conch.ParseApprovalChoice(strings.Join(words, " "))
+		return ok
+	}
+	_, ok := conch.ParseApprovalChoice(words[0])
+	return ok
+}
+
 // compose builds what the model reads: the new text of the mail (quoted
 // history and signature trimmed), the subject when it starts a thread, and
 // notes on what was left out. The full text is kept as message.txt with the
@@ -138,6 +155,11 @@ func (c *Channel) compose(p parsed) (string, []conch.Attachment) {
 	body := trimReply(p.Text)
 	if first, _, _ := strings.Cut(body, "\n"); commandRE.MatchString(strings.TrimSpace(first)) {
 		return strings.TrimSpace(first), nil
+	}
+	if isApprovalReply(body) {
+		// A reply to a question ("yes" above the quoted question) is the
+		// answer alone, for the gateway to take.
+		return strings.TrimSpace(body), nil
 	}
 	var b strings.Builder
 	startsThread := len(p.References) == 0 && len(p.InReplyTo) == 0

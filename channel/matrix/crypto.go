@@ -8,8 +8,8 @@ import (
 	"maunium.net/go/mautrix/event"
 )
 
-// errNoE2EE is returned for encrypted rooms by a build without -tags goolm.
-var errNoE2EE = errors.New("end-to-end encryption is unavailable: conch was built without -tags goolm")
+// errNoE2EE is returned for encrypted rooms by a build with -tags noe2ee.
+var errNoE2EE = errors.New("end-to-end encryption is unavailable: conch was built with -tags noe2ee")
 
 // e2eeHooks connect the encryption machinery to the channel.
 type e2eeHooks struct {

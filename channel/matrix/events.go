@@ -186,6 +186,10 @@ func (c *Channel) onDecrypted(ctx context.Context, evt *event.Event, late bool) 
 	c.mu.Lock()
 	delete(c.undecrypted, evt.RoomID)
 	c.mu.Unlock()
+	if evt.Type == event.EventReaction && !late {
+		c.onReaction(ctx, evt)
+		return nil
+	}
 	if evt.Type != event.EventMessage {
 		return nil
 	}
@@ -240,8 +244,19 @@ func (c *Channel) deliver(ctx context.Context, evt *event.Event) error {
 		c.log.Debug("matrix edit ignored", "room", room, "event", evt.ID)
 		return nil
 	}
+	var atts []conch.Attachment
 	switch content.MsgType {
 	case event.MsgText, event.MsgEmote:
+	case event.MsgImage, event.MsgAudio, event.MsgFile, event.MsgVideo:
+		att, note := c.mediaAttachment(content)
+		if note != "" {
+			c.log.Warn("matrix file not received", "room", room, "event", evt.ID, "why", note)
+		}
+		caption := content.GetCaption()
+		content.Body = mediaText(content.MsgType, content.GetFileName(), caption, note)
+		if att != nil {
+			atts = append(atts, *att)
+		}
 	default:
 		c.log.Debug("matrix message ignored: unsupported type", "room", room, "event", evt.ID, "msgtype", content.MsgType)
 		return nil
@@ -278,12 +293,13 @@ func (c *Channel) deliver(ctx context.Context, evt *event.Event) error {
 		text = "/me " + text
 	}
 	in := conch.Inbound{
-		Key:        keyOf(room),
-		Sender:     conch.UserID(sender),
-		SenderName: c.displayName(ctx, room, sender),
-		Text:       text,
-		ExternalID: evt.ID.String(),
-		ReceivedAt: time.UnixMilli(evt.Timestamp),
+		Key:         keyOf(room),
+		Sender:      conch.UserID(sender),
+		SenderName:  c.displayName(ctx, room, sender),
+		Text:        text,
+		ExternalID:  evt.ID.String(),
+		ReceivedAt:  time.UnixMilli(evt.Timestamp),
+		Attachments: atts,
 	}
 	if err := c.handler.HandleInbound(ctx, in); err != nil {
 		return fmt.Errorf("handle message %s: %w", evt.ID, err)

@@ -287,7 +287,7 @@ type peer struct {
 }
 
 // newPeer registers a user and syncs it until the test ends. With withCrypto
-// (goolm builds) it decrypts and can send encrypted messages.
+// (builds with encryption, the default) it decrypts and can send encrypted messages.
 func (e *env) newPeer(localpart string, withCrypto bool) *peer {
 	t := e.t
 	t.Helper()

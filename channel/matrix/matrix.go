@@ -1,5 +1,5 @@
 // Package matrix is conch's Matrix channel: a mautrix-go client with
-// end-to-end encryption (build with -tags goolm), one conversation per room.
+// end-to-end encryption (pure-Go olm, in every build but -tags noe2ee), one conversation per room.
 //
 // The channel joins rooms it is invited to (by an allowed user) and greets,
 // delivers allowed users' messages to the gateway as conch.Inbound, sends
@@ -59,8 +59,10 @@ type Channel struct {
 	encrypted   map[id.RoomID]bool // encryption state checked with the server
 	undecrypted map[id.RoomID]*decryptProblem
 	editTypes   map[id.EventID]event.MessageType
-	syncErr     error
-	syncErrAt   time.Time
+	// questions are the approval questions this run sent, by event.
+	questions map[id.EventID]string
+	syncErr   error
+	syncErrAt time.Time
 }
 
 type decryptProblem struct {
@@ -105,7 +107,7 @@ func (c *Channel) Synced() <-chan struct{} { return c.synced }
 func (c *Channel) Name() conch.ChannelName { return conch.ChannelMatrix }
 
 // E2EEAvailable reports whether this binary can serve encrypted rooms
-// (it was built with -tags goolm).
+// (it was not built with -tags noe2ee).
 func E2EEAvailable() bool { return e2eeAvailable }
 
 // Run logs in, sets up encryption and syncs until ctx is done (then it
@@ -161,7 +163,7 @@ func (c *Channel) start(ctx context.Context) error {
 	cli.Client = c.opts.HTTPClient
 	cli.Log = zerologFor(c.log)
 	cli.Store = c.syncStore
-	cli.StateStore = mautrix.NewMemoryStateStore() // goolm builds replace it with the SQL store
+	cli.StateStore = mautrix.NewMemoryStateStore() // builds with encryption replace it with the SQL store
 	cli.DefaultHTTPRetries = 2
 	syncer := mautrix.NewDefaultSyncer()
 	syncer.ParseErrorHandler = c.onParseError
@@ -196,6 +198,7 @@ func (c *Channel) start(ctx context.Context) error {
 	syncer.OnEventType(event.StateEncryption, c.onEncryption)
 	syncer.OnEventType(event.StateMember, c.onMember)
 	syncer.OnEventType(event.EventMessage, c.onMessage)
+	syncer.OnEventType(event.EventReaction, c.onReaction)
 	if err := crypto.resumePending(ctx); err != nil {
 		return fmt.Errorf("matrix: %w", err)
 	}

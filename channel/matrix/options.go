@@ -64,7 +64,7 @@ type Options struct {
 	// Cursors keeps the sync token, the filter id and the device id.
 	Cursors conch.CursorStore
 	// PickleKey encrypts the Olm/Megolm keys at rest (see LoadOrCreatePickleKey).
-	// Required when the binary is built with -tags goolm.
+	// Required unless the binary is built with -tags noe2ee.
 	PickleKey []byte
 
 	Logger *slog.Logger

@@ -238,7 +238,7 @@ func (c *Channel) Status(_ context.Context, key conch.ConversationKey) []string 
 			lines = append(lines, fmt.Sprintf("matrix: sync failing since %s: %v", c.syncErrAt.UTC().Format(time.RFC3339), c.syncErr))
 		}
 		if !e2eeAvailable {
-			lines = append(lines, "matrix: built without -tags goolm, encrypted rooms cannot be served")
+			lines = append(lines, "matrix: built with -tags noe2ee, encrypted rooms cannot be served")
 		}
 		rooms := make([]string, 0, len(c.undecrypted))
 		for r := range c.undecrypted {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/slack-go/slack"
 )
@@ -12,6 +13,10 @@ import (
 // EventsPath is where the Events API posts (Request URL
 // https://<public host>/slack/events).
 const EventsPath = "/slack/events"
+
+// InteractionsPath is the Interactivity Request URL's path (button
+// presses) in Mode "events".
+const InteractionsPath = "/slack/interactions"
 
 // maxEventBytes bounds one Events API request.
 const maxEventBytes = 1 << 20
@@ -25,13 +30,16 @@ const maxEventBytes = 1 << 20
 // the message; otherwise Slack retries (X-Slack-Retry-Num).
 func (c *Channel) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+EventsPath, c.serveEvents)
+	mux.HandleFunc("POST "+InteractionsPath, c.serveInteractions)
 }
 
-func (c *Channel) serveEvents(w http.ResponseWriter, r *http.Request) {
+// verified reads a request's body and checks its signature and age; it
+// answers the refusal itself (ok false).
+func (c *Channel) verified(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxEventBytes+1))
 	if err != nil || len(body) > maxEventBytes {
 		http.Error(w, "request too large", http.StatusRequestEntityTooLarge)
-		return
+		return nil, false
 	}
 	v, err := slack.NewSecretsVerifier(r.Header, c.opts.SigningSecret)
 	if err == nil {
@@ -46,6 +54,42 @@ func (c *Channel) serveEvents(w http.ResponseWriter, r *http.Request) {
 			c.log.Warn("slack events: request with a bad signature refused", "err", err)
 		}
 		http.Error(w, "invalid signature", status)
+		return nil, false
+	}
+	return body, true
+}
+
+// serveInteractions is the Interactivity Request URL (Mode "events"): a
+// button press as a signed form with one field, payload (JSON). Slack does
+// not retry interactions: a press that could not be recorded is answered
+// 500 and the person presses again (or replies).
+func (c *Channel) serveInteractions(w http.ResponseWriter, r *http.Request) {
+	body, ok := c.verified(w, r)
+	if !ok {
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil || form.Get("payload") == "" {
+		http.Error(w, "no payload", http.StatusBadRequest)
+		return
+	}
+	select {
+	case <-c.ready:
+	default:
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	if err := c.onInteraction(r.Context(), json.RawMessage(form.Get("payload"))); err != nil {
+		c.log.Warn("slack: button press not handed over", "err", err)
+		http.Error(w, "try again", http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (c *Channel) serveEvents(w http.ResponseWriter, r *http.Request) {
+	body, ok := c.verified(w, r)
+	if !ok {
 		return
 	}
 	var head struct {

@@ -51,6 +51,8 @@ type Channel struct {
 	pending map[conch.ConversationKey][]msgRef // handed over, turn not yet run
 	working map[conch.ConversationKey]msgRef   // carries the working reaction
 	health  health
+	// questions are the messages showing approval questions (approval.go).
+	questions map[string]msgRef
 }
 
 // msgRef is one Slack message.
@@ -223,7 +225,11 @@ func (c *Channel) consume(ctx context.Context, sm *socketmode.Client) error {
 			if err := sm.AckCtx(ctx, ev.Request.EnvelopeID, nil); err != nil && ctx.Err() == nil {
 				c.log.Debug("slack: ack", "envelope", ev.Request.EnvelopeID, "err", err)
 			}
-		case socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
+		case socketmode.EventTypeInteractive:
+			if ev.Request != nil {
+				c.ackInteractive(ctx, sm, ev.Request)
+			}
+		case socketmode.EventTypeSlashCommand:
 			if ev.Request != nil {
 				_ = sm.AckCtx(ctx, ev.Request.EnvelopeID, nil)
 			}

@@ -43,7 +43,7 @@ func TestPrivateMessageAndOffset(t *testing.T) {
 		t.Fatalf("stored offset %q, last polled offsets %v", stored, offs)
 	}
 	// Allowed updates are asked for explicitly.
-	if got := srv.Calls("getUpdates")[0].Params["allowed_updates"]; got != `["message","my_chat_member"]` {
+	if got := srv.Calls("getUpdates")[0].Params["allowed_updates"]; got != `["message","my_chat_member","callback_query"]` {
 		t.Fatalf("allowed_updates %q", got)
 	}
 	// A person without a username is named by their name.

@@ -29,6 +29,8 @@ func (c *Channel) handle(ctx context.Context, u *models.Update) error {
 		return c.onMessage(ctx, u.Message)
 	case u.MyChatMember != nil:
 		c.onMembership(ctx, u.MyChatMember)
+	case u.CallbackQuery != nil:
+		return c.onCallback(ctx, u.CallbackQuery)
 	}
 	return nil
 }
@@ -68,12 +70,14 @@ func (c *Channel) onMessage(ctx context.Context, m *models.Message) error {
 	case text != "":
 	case len(atts) > 0 && m.Photo != nil:
 		text = "[photo]"
+	case m.Voice != nil:
+		text = "[voice message]"
 	case len(atts) > 0:
 		text = "[file " + atts[0].Name + "]"
 	case len(notes) > 0:
 		text = "[file]"
 	default:
-		c.log.Debug("telegram message ignored: nothing conch can read (sticker, voice, …)", "chat", chat.ID, "message", m.ID)
+		c.log.Debug("telegram message ignored: nothing conch can read (sticker, …)", "chat", chat.ID, "message", m.ID)
 		return nil
 	}
 	if len(notes) > 0 {
@@ -221,6 +225,22 @@ func (c *Channel) attachments(m *models.Message) ([]conch.Attachment, []string) 
 			atts = append(atts, c.attachment(best.FileID, fmt.Sprintf("photo_%d.jpg", m.ID), "image/jpeg", int64(best.FileSize)))
 		}
 	}
+	if v := m.Voice; v != nil {
+		name := fmt.Sprintf("voice_%d.ogg", m.ID)
+		if v.FileSize > limit {
+			notes = append(notes, fmt.Sprintf("[The voice message %s (%s) was not received: larger than the %s limit (telegram.max_file_bytes).]", name, size(v.FileSize), size(limit)))
+		} else {
+			atts = append(atts, c.attachment(v.FileID, name, orType(v.MimeType, "audio/ogg"), v.FileSize))
+		}
+	}
+	if au := m.Audio; au != nil {
+		name := conch.SafeName(au.FileName, fmt.Sprintf("audio_%d", m.ID))
+		if au.FileSize > limit {
+			notes = append(notes, fmt.Sprintf("[The audio file %s (%s) was not received: larger than the %s limit (telegram.max_file_bytes).]", name, size(au.FileSize), size(limit)))
+		} else {
+			atts = append(atts, c.attachment(au.FileID, name, orType(au.MimeType, "audio/mpeg"), au.FileSize))
+		}
+	}
 	if d := m.Document; d != nil {
 		name := conch.SafeName(d.FileName, fmt.Sprintf("file_%d", m.ID))
 		if d.FileSize > limit {
@@ -230,6 +250,13 @@ func (c *Channel) attachments(m *models.Message) ([]conch.Attachment, []string) 
 		}
 	}
 	return atts, notes
+}
+
+func orType(t, d string) string {
+	if t == "" {
+		return d
+	}
+	return t
 }
 
 func size(n int64) string {

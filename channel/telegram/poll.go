@@ -17,7 +17,7 @@ import (
 )
 
 // allowedUpdates are the update types the bot asks for.
-var allowedUpdates = []string{"message", "my_chat_member"}
+var allowedUpdates = []string{"message", "my_chat_member", "callback_query"}
 
 // poll is the update loop. The library's own loop confirms updates to the
 // server as soon as it fetched them (before a handler ran); ours stores the

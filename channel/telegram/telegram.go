@@ -45,6 +45,8 @@ type Channel struct {
 	stopping bool
 	progress map[int64]*progressMsg
 	health   health
+	// questions are the messages showing approval questions (approval.go).
+	questions questionMsgs
 	// Forum topics: the topic of each message handed over (by external id,
 	// bounded) and of each chat's latest one, so answers, progress and
 	// typing appear in the topic that was asked in.

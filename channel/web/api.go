@@ -295,15 +295,20 @@ type sandboxView struct {
 type dashboardView struct {
 	Conversations []summaryView `json:"conversations"`
 	Sandboxes     []sandboxView `json:"sandboxes"`
-	Errors        []string      `json:"errors,omitempty"`
-	At            time.Time     `json:"at"`
+	// MCP lists the MCP servers (empty without any).
+	MCP    []conch.MCPServerStatus `json:"mcp"`
+	Errors []string                `json:"errors,omitempty"`
+	At     time.Time               `json:"at"`
 }
 
 // dashboard is every conversation of every channel and every sandbox.
 func (c *Channel) dashboard(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	v := dashboardView{Conversations: []summaryView{}, Sandboxes: []sandboxView{}, At: c.opts.Now().UTC()}
+	v := dashboardView{Conversations: []summaryView{}, Sandboxes: []sandboxView{}, MCP: []conch.MCPServerStatus{}, At: c.opts.Now().UTC()}
+	if c.opts.MCP != nil {
+		v.MCP = append(v.MCP, c.opts.MCP()...)
+	}
 	if c.opts.Read != nil {
 		sums, err := c.opts.Read.ConversationSummaries(ctx)
 		if err != nil {

@@ -1,9 +1,12 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -25,7 +28,19 @@ type clientFrame struct {
 	// dropped connection uses the same id, and the store keeps one.
 	ID   string `json:"id"`
 	Text string `json:"text"`
+	// Files are pasted, dropped or recorded files, base64 in the frame.
+	Files []clientFile `json:"files,omitempty"`
 }
+
+// clientFile is one file of a message as the page sends it.
+type clientFile struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Data string `json:"data"` // base64
+}
+
+// maxFiles caps the files of one message.
+const maxFiles = 10
 
 // serverFrame is what the chat socket sends.
 type serverFrame struct {
@@ -61,7 +76,8 @@ const (
 // readLimit is the largest frame read: well above the message cap, so a
 // too-long message gets a clear answer instead of a closed socket.
 func (c *Channel) readLimit() int64 {
-	return max(2<<20, 4*int64(c.opts.MaxMessageBytes)+64<<10)
+	// Text may be escaped to 4 bytes a byte in JSON; files are base64.
+	return max(2<<20, 4*int64(c.opts.MaxMessageBytes)+int64(c.opts.MaxFileBytes)/3*4+64<<10)
 }
 
 // chatSocket is the chat WebSocket of one conversation:
@@ -184,7 +200,7 @@ func (s *chatSession) send(ctx context.Context, f clientFrame) {
 	case len(f.Text) > s.c.opts.MaxMessageBytes:
 		fail(fmt.Sprintf("This message is too long (%d bytes; the limit is %d). Nothing was sent: shorten it, or put the text in a file.", len(f.Text), s.c.opts.MaxMessageBytes))
 		return
-	case strings.TrimSpace(f.Text) == "":
+	case strings.TrimSpace(f.Text) == "" && len(f.Files) == 0:
 		fail("An empty message was not sent.")
 		return
 	case !utf8.ValidString(f.Text):
@@ -196,9 +212,15 @@ func (s *chatSession) send(ctx context.Context, f clientFrame) {
 		fail("conch is still starting; try again in a moment.")
 		return
 	}
+	atts, why := s.c.files(f.Files)
+	if why != "" {
+		s.c.log.Warn("web message refused", "conversation", s.key.String(), "why", why)
+		fail(why)
+		return
+	}
 	in := conch.Inbound{
 		Key: s.key, Sender: s.c.opts.Owner, SenderName: string(s.c.opts.Owner),
-		Text: f.Text, ExternalID: s.key.ID + "/" + f.ID, ReceivedAt: s.c.opts.Now(),
+		Text: f.Text, ExternalID: s.key.ID + "/" + f.ID, ReceivedAt: s.c.opts.Now(), Attachments: atts,
 	}
 	if err := h.HandleInbound(ctx, in); err != nil {
 		s.c.log.Error("web message", "conversation", s.key.String(), "err", err)
@@ -206,6 +228,33 @@ func (s *chatSession) send(ctx context.Context, f clientFrame) {
 		return
 	}
 	s.write(ctx, serverFrame{Type: "ack", ID: f.ID})
+}
+
+// files decodes a message's files; why, when not empty, says in words for
+// the person why the message was refused whole.
+func (c *Channel) files(fs []clientFile) ([]conch.Attachment, string) {
+	if len(fs) > maxFiles {
+		return nil, fmt.Sprintf("A message takes at most %d files; nothing was sent.", maxFiles)
+	}
+	var atts []conch.Attachment
+	total := 0
+	for i, f := range fs {
+		data, err := base64.StdEncoding.DecodeString(f.Data)
+		if err != nil {
+			return nil, fmt.Sprintf("The file “%s” arrived damaged (not base64); nothing was sent.", clip(f.Name, 60))
+		}
+		if total += len(data); total > c.opts.MaxFileBytes {
+			return nil, fmt.Sprintf("The files are larger than %d MB together; nothing was sent.", c.opts.MaxFileBytes>>20)
+		}
+		mt := f.Type
+		if mt == "" || len(mt) > 100 {
+			mt = http.DetectContentType(data)
+		}
+		name := conch.SafeName(f.Name, fmt.Sprintf("file-%d", i+1))
+		atts = append(atts, conch.Attachment{Name: name, MediaType: mt, Size: int64(len(data)),
+			Open: func(context.Context) (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }})
+	}
+	return atts, ""
 }
 
 // pump follows the conversation's events and writes them to the socket,

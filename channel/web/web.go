@@ -75,6 +75,8 @@ type Options struct {
 	// Files serves the files sent with answers (send_file), one
 	// conversation's each; nil serves none.
 	Files conch.ConversationFiles
+	// MCP, if set, lists the MCP servers on the dashboard.
+	MCP func() []conch.MCPServerStatus
 	// Metrics, if set, is served at /metrics behind the login.
 	Metrics http.Handler
 	// Owner is the sender of messages typed in the browser (default "owner").
@@ -82,6 +84,9 @@ type Options struct {
 	// MaxMessageBytes caps one message; required (config
 	// web.max_message_bytes).
 	MaxMessageBytes int
+	// MaxFileBytes caps the files of one message, pasted, dropped or
+	// recorded in the page (default conch.MaxAttachmentSize).
+	MaxFileBytes int
 	// LoginTTL and SessionTTL: see NewAuth; required (config web.login_ttl,
 	// web.session_ttl).
 	LoginTTL, SessionTTL time.Duration
@@ -120,6 +125,9 @@ func New(opts Options) (*Channel, error) {
 	}
 	if opts.MaxMessageBytes <= 0 || opts.LoginTTL <= 0 || opts.SessionTTL <= 0 {
 		return nil, errors.New("web: the message size limit and the login and session lifetimes are required (config web.max_message_bytes, web.login_ttl, web.session_ttl)")
+	}
+	if opts.MaxFileBytes <= 0 {
+		opts.MaxFileBytes = conch.MaxAttachmentSize
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -202,7 +210,7 @@ func (c *Channel) Register(mux *http.ServeMux) {
 	mux.Handle("GET /login", c.secure(http.HandlerFunc(c.login)))
 	mux.Handle("POST /api/logout", c.api(c.logout))
 	mux.Handle("GET /api/session", c.api(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "max_message_bytes": c.opts.MaxMessageBytes})
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "max_message_bytes": c.opts.MaxMessageBytes, "max_file_bytes": c.opts.MaxFileBytes})
 	}))
 
 	mux.Handle("GET /api/conversations", c.api(c.listConversations))
@@ -215,6 +223,7 @@ func (c *Channel) Register(mux *http.ServeMux) {
 	mux.Handle("GET /api/dashboard", c.api(c.dashboard))
 	mux.Handle("GET /api/audit", c.api(c.audit))
 	mux.Handle("POST /api/control", c.api(c.control))
+	mux.Handle("POST /api/approvals", c.api(c.answerApproval))
 	mux.Handle("GET /api/terminal", c.api(c.terminalSocket))
 	if c.opts.Metrics != nil {
 		mux.Handle("GET /metrics", c.api(c.opts.Metrics.ServeHTTP))

@@ -41,9 +41,12 @@ func newTestServer(t *testing.T, mod ...func(*Options)) *testServer {
 		Sandboxes: ts.boxes, Terminals: ts.terms,
 		// config/default.toml's [web] values.
 		MaxMessageBytes: 64 << 10,
-		LoginTTL:        10 * time.Minute,
-		SessionTTL:      720 * time.Hour,
-		Metrics:         http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "conch_up 1") }),
+		// Small, so the socket's read limit (text and files) stays one a
+		// test can pass with a text frame (browser_poison_test.go).
+		MaxFileBytes: 1 << 20,
+		LoginTTL:     10 * time.Minute,
+		SessionTTL:   720 * time.Hour,
+		Metrics:      http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "conch_up 1") }),
 	}
 	for _, m := range mod {
 		m(&opts)

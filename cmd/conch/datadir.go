@@ -91,14 +91,14 @@ func lockDataDir(dir string) (unlock func(), err error) {
 // configuration is needed, and a missing store in a used data dir is refused
 // as for a gateway.
 func (a *app) openStore(ctx context.Context) (*sqlite.DB, *config.Config, error) {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := prepareDataDir(cfg.DataDir, false); err != nil {
 		return nil, nil, err
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
+	db, err := openDataStore(ctx, cfg.DataDir, a.stderr)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,28 +6,26 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"conch/channel/matrix"
 	"conch/config"
 	"conch/sandbox/docker"
-	"conch/sqlite"
 )
 
 func (a *app) doctorCmd() *cobra.Command {
-	return &cobra.Command{
+	var offline bool
+	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the configuration, data dir, model endpoint and container engine",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if n := a.doctor(cmd.Context()); n > 0 {
+			if n := a.doctor(cmd.Context(), offline); n > 0 {
 				fmt.Fprintf(a.stdout, "\n%d problem(s) found.\n", n)
 				return exitError{code: 1}
 			}
@@ -35,10 +33,13 @@ func (a *app) doctorCmd() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&offline, "offline", false, "check only what is on this machine (config, data dir, container engine): no model or channel is contacted, and no model needs to be configured")
+	return cmd
 }
 
 // doctor prints one line per check and returns the number of failures.
-func (a *app) doctor(ctx context.Context) int {
+// offline leaves out everything that talks to the network.
+func (a *app) doctor(ctx context.Context, offline bool) int {
 	failures := 0
 	check := func(name string, err error, ok string) {
 		if err != nil {
@@ -48,7 +49,7 @@ func (a *app) doctor(ctx context.Context) int {
 		}
 		fmt.Fprintf(a.stdout, "✓ %s: %s\n", name, ok)
 	}
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		check("config", err, "")
 		return failures
@@ -57,12 +58,22 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.File != "" {
 		src = cfg.File
 	}
-	check("config", cfg.Validate(), "valid ("+src+")")
+	if offline {
+		fmt.Fprintf(a.stdout, "✓ config: read (%s); not validated for a model (--offline)\n", src)
+	} else {
+		check("config", cfg.Validate(), "valid ("+src+")")
+	}
 
 	check("data dir", checkDataDir(ctx, cfg.DataDir), cfg.DataDir+" is writable, store opens")
+	if offline {
+		fmt.Fprintln(a.stdout, "- model and channels: not contacted (--offline)")
+		a.doctorEngine(ctx, cfg, check)
+		return failures
+	}
 
 	if cfg.Model.Provider != "" && cfg.Model.Name != "" {
 		check("model endpoint", checkModel(ctx, cfg.Model), fmt.Sprintf("%s answers for %s", cfg.Model.Provider, cfg.Model.Name))
+		check("pictures", nil, visionLine(cfg))
 	}
 
 	if cfg.Matrix.Enabled() {
@@ -80,7 +91,15 @@ func (a *app) doctor(ctx context.Context) int {
 	if cfg.Email.Enabled() {
 		a.doctorEmail(ctx, cfg, check)
 	}
+	a.doctorMCP(ctx, cfg, check)
 
+	a.doctorEngine(ctx, cfg, check)
+	return failures
+}
+
+// doctorEngine checks the sandbox backend: the container engine and the
+// coding CLIs' images, or the Kubernetes API server and permissions.
+func (a *app) doctorEngine(ctx context.Context, cfg *config.Config, check func(string, error, string)) {
 	switch {
 	case cfg.Sandbox.Engine == "none":
 		fmt.Fprintln(a.stdout, "- container engine: disabled (sandbox.engine = none)")
@@ -99,7 +118,6 @@ func (a *app) doctor(ctx context.Context) int {
 			check("container engine", err, "")
 		}
 	}
-	return failures
 }
 
 // doctorMatrix checks the Matrix login and reports rooms whose messages
@@ -113,15 +131,15 @@ func (a *app) doctorMatrix(ctx context.Context, cfg *config.Config, check func(s
 	if mc.AccessToken != "" {
 		check("matrix login", matrix.CheckLogin(ctx, mc.Homeserver, mc.UserID, mc.AccessToken), mc.UserID+" at "+mc.Homeserver)
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	db, err := openDataStore(ctx, cfg.DataDir, io.Discard)
 	if err != nil {
 		return // reported by the data dir check
 	}
 	defer db.Close()
 	if !matrix.E2EEAvailable() {
 		// Encrypted rooms are kept waiting, not served: a build to fix.
-		check("matrix encryption", errors.New("this conch was built without -tags goolm, so it cannot read or answer encrypted rooms "+
-			"(their messages are kept until it can); build it with `make build` or `go build -tags goolm ./cmd/conch`"), "")
+		check("matrix encryption", errors.New("this conch was built with -tags noe2ee, so it cannot read or answer encrypted rooms "+
+			"(their messages are kept until it can); build it without that tag (`make build` or `go build ./cmd/conch`)"), "")
 		return
 	}
 	rooms, err := matrix.Undecryptable(ctx, db.SQL())
@@ -145,9 +163,9 @@ func checkDataDir(ctx context.Context, dir string) error {
 		return fmt.Errorf("%s is not writable: %w", dir, err)
 	}
 	os.Remove(probe)
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "conch.db"))
+	db, err := openDataStore(ctx, dir, io.Discard)
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return err
 	}
 	return db.Close()
 }
@@ -155,49 +173,8 @@ func checkDataDir(ctx context.Context, dir string) error {
 // checkModel asks the provider's model list endpoint, which costs no tokens,
 // and reports whether the key is accepted.
 func checkModel(ctx context.Context, m config.ModelConfig) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	var req *http.Request
-	var err error
-	switch m.Provider {
-	case "openai":
-		base := strings.TrimRight(orDefault(m.BaseURL, "https://api.openai.com/v1"), "/")
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/models", nil)
-		if err == nil && m.APIKey != "" {
-			req.Header.Set("Authorization", "Bearer "+m.APIKey)
-		}
-	case "anthropic":
-		base := strings.TrimRight(orDefault(m.BaseURL, "https://api.anthropic.com"), "/")
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
-		if err == nil {
-			req.Header.Set("x-api-key", m.APIKey)
-			req.Header.Set("anthropic-version", "2023-06-01")
-		}
-	case "gemini":
-		base := strings.TrimRight(orDefault(m.BaseURL, "https://generativelanguage.googleapis.com"), "/")
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1beta/models", nil)
-		if err == nil {
-			req.Header.Set("x-goog-api-key", m.APIKey)
-		}
-	default:
-		return fmt.Errorf("unknown provider %q", m.Provider)
-	}
-	if err != nil {
-		return fmt.Errorf("model.base_url: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach %s: %w (check model.base_url and the network)", req.URL.Host, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return fmt.Errorf("the API key was refused (HTTP %d): check CONCH_MODEL_API_KEY", resp.StatusCode)
-	case resp.StatusCode >= 400:
-		return fmt.Errorf("HTTP %d from %s: %s", resp.StatusCode, req.URL, strings.TrimSpace(string(body)))
-	}
-	return nil
+	_, err := listModels(ctx, m)
+	return err
 }
 
 func orDefault(s, def string) string {

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +13,6 @@ import (
 	"conch/channel/email"
 	"conch/config"
 	"conch/gateway"
-	"conch/sqlite"
 )
 
 // emailOptions maps [email] onto the channel's options.
@@ -80,7 +79,7 @@ func (a *app) doctorEmail(ctx context.Context, cfg *config.Config, check func(st
 	defer cancel()
 	opts := emailOptions(ec)
 	opts.CommandTimeout = 15 * time.Second
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	db, err := openDataStore(ctx, cfg.DataDir, io.Discard)
 	if err == nil {
 		defer db.Close()
 		opts.Cursors, opts.Sent = db, db

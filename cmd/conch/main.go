@@ -64,6 +64,7 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.sandboxInitCmd(), // process 1 of a Kubernetes sandbox pod (sandboxinit.go)
 		a.configCmd(),
 		a.backupCmd(),
+		a.restoreCmd(),
 		a.pairingCmd(),
 		a.skillsCmd(),
 		a.transcriptCmd(),
@@ -72,6 +73,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.webCmd(),     // web chat login (web.go)
 		a.serviceCmd(), // systemd unit (service.go)
 		newMCPCmd(a),   // MCP (mcp.go)
+		a.versionCmd(), // version.go
+		a.initCmd(),    // initcmd.go
 	)
 	return root
 }

@@ -23,7 +23,7 @@ func matrixChannel(_ context.Context, _ *app, d *deps) (conch.Channel, gateway.A
 		return nil, gateway.Allowlist{}, fmt.Errorf("matrix: %w", err)
 	}
 	if !matrix.E2EEAvailable() {
-		d.log.Warn("this conch was built without -tags goolm: encrypted Matrix rooms cannot be read or answered")
+		d.log.Warn("this conch was built with -tags noe2ee: encrypted Matrix rooms cannot be read or answered")
 	}
 	ch, err := matrix.New(matrix.Options{
 		Homeserver: mc.Homeserver, UserID: mc.UserID, AccessToken: mc.AccessToken, Password: mc.Password,

@@ -2,15 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"conch"
-	"conch/config"
 	"conch/sqlite"
 )
 
@@ -22,7 +19,7 @@ func (a *app) memoryCmd() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&user, "user", "", "the person, as channel:id (default: the terminal user, cli:<cli.user>)")
 	open := func(cmd *cobra.Command) (*sqlite.DB, conch.UserKey, error) {
-		cfg, err := config.Load(a.configPath, os.Environ())
+		cfg, err := a.loadOperatorConfig()
 		if err != nil {
 			return nil, conch.UserKey{}, err
 		}
@@ -37,7 +34,7 @@ func (a *app) memoryCmd() *cobra.Command {
 		if err := prepareDataDir(cfg.DataDir, false); err != nil {
 			return nil, u, err
 		}
-		db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+		db, err := openDataStore(cmd.Context(), cfg.DataDir, a.stderr)
 		return db, u, err
 	}
 	cmd.AddCommand(&cobra.Command{

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 
 	"conch"
 	"conch/coders"
-	"conch/config"
 	"conch/sandbox/sandboxd"
 )
 
@@ -476,7 +474,7 @@ func (d *deps) sandboxes() conch.SandboxAdmin { return d.runtime }
 
 // withRuntime runs fn with a connected runtime. It needs no model.
 func (a *app) withRuntime(ctx context.Context, fn func(context.Context, *deps) error) error {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return err
 	}

@@ -2,17 +2,13 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"conch"
-	"conch/config"
 	"conch/schedule"
-	"conch/sqlite"
 )
 
 // schedulesCmd is `conch schedules list|cancel`: the operator's view of the
@@ -41,14 +37,14 @@ func (a *app) openSchedules(cmd *cobra.Command, conv string) (*schedule.Schedule
 			return nil, key, nil, fmt.Errorf("--conversation: %w (e.g. matrix:!room:example.org)", err)
 		}
 	}
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, key, nil, err
 	}
 	if err := prepareDataDir(cfg.DataDir, false); err != nil {
 		return nil, key, nil, err
 	}
-	db, err := sqlite.Open(cmd.Context(), filepath.Join(cfg.DataDir, storeFile))
+	db, err := openDataStore(cmd.Context(), cfg.DataDir, a.stderr)
 	if err != nil {
 		return nil, key, nil, err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"conch/config"
 	"conch/internal/systemd"
 )
 
@@ -118,7 +117,7 @@ func (sc *serviceCmds) unitOptions(envFile string) (systemd.Options, error) {
 		o.Config, _ = filepath.Abs(cfg.File)
 	}
 	if o.EnvFile == "" {
-		o.EnvFile = filepath.Join(filepath.Dir(config.DefaultPath()), "conch.env")
+		o.EnvFile = sc.a.envFilePath()
 	}
 	if !sc.userUnit {
 		if u, err := user.Current(); err == nil && u.Uid != "0" {

@@ -14,7 +14,6 @@ import (
 
 	"conch/config"
 	"conch/skill"
-	"conch/sqlite"
 )
 
 func (a *app) skillsCmd() *cobra.Command {
@@ -37,14 +36,14 @@ func (a *app) skillsCmd() *cobra.Command {
 // openSkills loads the configuration and the store; the returned func
 // releases the store.
 func (a *app) openSkills(ctx context.Context) (*config.Config, *skill.Manager, func(), error) {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, nil, fmt.Errorf("data_dir %s: %w (set CONCH_DATA_DIR to a writable directory)", cfg.DataDir, err)
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "conch.db"))
+	db, err := openDataStore(ctx, cfg.DataDir, a.stderr)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open store: %w", err)
 	}
@@ -211,7 +210,7 @@ func (a *app) skillsCreateCmd() *cobra.Command {
 		Short: "Scaffold a user skill in $XDG_CONFIG_HOME/conch/skills/NAME (skills.user_dir)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(a.configPath, os.Environ())
+			cfg, err := a.loadOperatorConfig()
 			if err != nil {
 				return err
 			}

@@ -85,7 +85,7 @@ func (a *app) up(ctx context.Context) error {
 		log.Info("http listening", "addr", d.http.Addr())
 		a.announceWeb(ctx, d) // prints a login link for the web chat (web.go)
 	}
-	log.Info("conch is up", "model", cfg.Model.Provider+"/"+cfg.Model.Name, "channels", len(channels), "sandboxes", d.runtime != nil)
+	log.Info("conch is up", "version", currentVersion().Version, "model", cfg.Model.Provider+"/"+cfg.Model.Name, "channels", len(channels), "sandboxes", d.runtime != nil)
 	// Scheduled wakes and watches run while the gateway runs and stop with it.
 	schedDone := make(chan struct{})
 	schedCtx, stopSched := context.WithCancel(ctx)

@@ -161,8 +161,12 @@ func webChannel(ctx context.Context, _ *app, d *deps) (conch.Channel, gateway.Al
 		opts.Sandboxes, mo.Sandboxes = d.runtime, d.runtime
 		opts.Terminals, mo.Terminals = d.terminals, d.terminals.Count
 	}
+	if d.mcp != nil {
+		opts.MCP = d.mcp.Overview
+	}
 	m := metrics.New(mo)
 	d.metrics = m // newAgent names its tools (the only tool label values)
+	registerMCPMetrics(d, m.Registry())
 	opts.Metrics = m.Handler()
 	if cfg.Web.PublicURL != "" {
 		if u, err := url.Parse(cfg.Web.PublicURL); err == nil {

@@ -26,6 +26,7 @@ import (
 	"conch/llm/anthropic"
 	"conch/llm/gemini"
 	"conch/llm/openai"
+	"conch/mcp"
 	"conch/obs"
 	"conch/obs/metrics"
 	"conch/sandbox/docker"
@@ -40,15 +41,21 @@ import (
 )
 
 // loadOperatorConfig reads the configuration for an operator command that
-// never talks to the model (`conch web url`, `logout-all`): it works where
-// only the service has the model's key.
+// never talks to the model (`conch web url`, `logout-all`, doctor --offline,
+// sandbox, pairing, schedules, usage, backup, restore): it is not validated
+// for a model, and it reads the service's environment file (envfile.go), so
+// it works where only the service has the model's key.
 func (a *app) loadOperatorConfig() (*config.Config, error) {
-	return config.Load(a.configPath, os.Environ())
+	env, err := a.environ()
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(a.configPath, env)
 }
 
 // loadConfig reads and validates the configuration.
 func (a *app) loadConfig() (*config.Config, error) {
-	cfg, err := config.Load(a.configPath, os.Environ())
+	cfg, err := a.loadOperatorConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -91,8 +98,11 @@ type deps struct {
 	meter *usage.Meter
 	// coder is the coding CLI's egress; nil unless coder.agent is set and
 	// sandboxes run (startCoderEgress).
-	coder   *coderEgress
-	closers []io.Closer
+	coder *coderEgress
+	// mcp is the MCP client (mcp_client.go); nil without [[mcp.servers]].
+	mcp        *mcp.Client
+	mcpMetrics *mcpMetrics
+	closers    []io.Closer
 }
 
 func (d *deps) Close() {
@@ -116,9 +126,9 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 	for _, w := range cfg.Deprecations() {
 		log.Warn(w)
 	}
-	d.db, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, storeFile))
+	d.db, err = openDataStore(ctx, cfg.DataDir, a.stderr) // upgrade.go
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, err
 	}
 	d.closers = append(d.closers, d.db)
 	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)
@@ -222,6 +232,9 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 	if err != nil {
 		return err
 	}
+	if opts.Installs, err = mcpInstalls(d.cfg); err != nil {
+		return err
+	}
 	opts.Known = d.db.Conversations
 	opts.Audit = d.audit
 	opts.Logger = d.log
@@ -307,6 +320,7 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		MaxTokens:     d.cfg.Model.MaxTokens,
 		ContextWindow: window,
 		Context:       d.db,
+		Approvals:     d.db,
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
 		Retry:         agent.RetryPolicy{Max: ac.MaxRetries, Base: ac.RetryBase.D(), Cap: ac.RetryMax.D()},
@@ -315,6 +329,10 @@ func newAgent(d *deps) (*agent.Agent, error) {
 	}
 	if h := d.hooks(); h != nil {
 		opts.PreStop = h.PreStop // pre-stop hooks (hook/)
+	}
+	wireMediaAgent(d, &opts)
+	if d.mcp != nil { // built by wireMCP in the services phase
+		opts.ToolSource = mcpToolSource(d.mcp)
 	}
 	return agent.New(opts)
 }
@@ -343,6 +361,10 @@ func configSecrets(cfg *config.Config, log *slog.Logger) []string {
 	for _, f := range cfg.Model.Fallbacks {
 		secrets = append(secrets, f.APIKey)
 	}
+	if v := cfg.Voice; v.LoadSecrets() == nil {
+		secrets = append(secrets, v.APIKey)
+	}
+	secrets = append(secrets, mcpSecrets(cfg, log)...)
 	return secrets
 }
 
@@ -369,13 +391,14 @@ func tools(d *deps) ([]conch.Tool, error) {
 		return nil, err
 	}
 	ts = append(ts, sf)
+	ts = append(ts, tool.NewViewImage()) // not over MCP: it answers with pictures
 	if d.coder != nil {
 		profile, _, err := coderProfile(d.cfg.Coder.Agent)
 		if err != nil {
 			return nil, err
 		}
 		co := coderOptions(d, profile)
-		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co})...)
+		ts = append(ts, tool.CodeTools(d.terminals, tool.CodeOptions{Profile: profile, Coder: co, Person: d.cfg.Coder.Approvals == "person"})...)
 	}
 	return ts, nil
 }
@@ -386,8 +409,13 @@ func tools(d *deps) ([]conch.Tool, error) {
 func computerTools(d *deps) []conch.Tool {
 	tc := d.cfg.Tools
 	files := tool.FilesOptions{Auditor: d.audit}
+	// config.Validate refused the patterns NewApprovePolicy would.
+	approve, err := tool.NewApprovePolicy(tc.Approve)
+	if err != nil {
+		d.log.Error("tools.approve", "err", err)
+	}
 	ts := []conch.Tool{
-		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit}),
+		tool.NewBash(tool.BashOptions{Allow: tc.BashAllow, Timeout: tc.BashTimeout.D(), Auditor: d.audit, Approve: approve}),
 		tool.NewReadFile(files), tool.NewWriteFile(files), tool.NewListFiles(files),
 	}
 	return append(ts, tool.TerminalTools(d.terminals)...)
@@ -498,7 +526,7 @@ func coderOptions(d *deps, p coder.Profile) coder.Options {
 			"HTTPS_PROXY=" + origin, "https_proxy=" + origin, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost",
 		},
 		Route: d.coder.route,
-		Ask:   d.cfg.Coder.Approvals == "ask",
+		Ask:   d.cfg.Coder.Approvals == "ask" || d.cfg.Coder.Approvals == "person",
 	}
 }
 
@@ -514,6 +542,9 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 	if err := wireSchedules(d); err != nil {
 		return nil, err
 	}
+	if err := wireMCP(d); err != nil {
+		return nil, err
+	}
 	ag, err := newAgent(d)
 	if err != nil {
 		return nil, err
@@ -522,12 +553,19 @@ func newGateway(d *deps) (*gateway.Gateway, error) {
 		Store: d.db, Agent: ag, Facts: d.db,
 		Events: d.db, Attachments: d.spool, Releasers: d.releasers, Policies: policies(d.cfg),
 		MaxAttempts: d.cfg.Gateway.MaxAttempts, Logger: d.log, Usage: d.meter,
+		Approvals: d.db, ApprovalTimeout: d.cfg.Tools.ApprovalTimeout.D(), Audit: d.audit,
 	}
 	if d.runtime != nil {
 		opts.Runtime = d.runtime // a nil *Runtime must not become a non-nil interface
 	}
 	if h := d.hooks(); h != nil {
 		opts.Hooks = h
+	}
+	if err := wireMediaGateway(d, &opts); err != nil {
+		return nil, err
+	}
+	if d.mcp != nil {
+		opts.StatusSources = append(opts.StatusSources, d.mcp)
 	}
 	return gateway.New(opts)
 }

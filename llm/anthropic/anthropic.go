@@ -8,6 +8,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,6 +165,12 @@ func (m *Model) params(req conch.ModelRequest) (ant.MessageNewParams, error) {
 	for i, msg := range req.Messages {
 		switch msg.Role {
 		case conch.RoleUser:
+			if err := convert.CheckImages(fmt.Sprintf("message %d", i), msg.Images); err != nil {
+				return p, err
+			}
+			for _, im := range msg.Images { // pictures before the text, as Anthropic advises
+				add(true, ant.NewImageBlockBase64(im.MediaType, base64.StdEncoding.EncodeToString(im.Data)))
+			}
 			if msg.Text != "" { // the API refuses empty text blocks
 				add(true, ant.NewTextBlock(msg.Text))
 			}
@@ -187,6 +194,15 @@ func (m *Model) params(req conch.ModelRequest) (ant.MessageNewParams, error) {
 			}
 			if r.Content != "" { // an empty text block is refused; no content is fine
 				block.Content = []ant.ToolResultBlockParamContentUnion{{OfText: &ant.TextBlockParam{Text: r.Content}}}
+			}
+			if err := convert.CheckImages(fmt.Sprintf("message %d", i), r.Images); err != nil {
+				return p, err
+			}
+			for _, im := range r.Images {
+				block.Content = append(block.Content, ant.ToolResultBlockParamContentUnion{OfImage: &ant.ImageBlockParam{
+					Source: ant.ImageBlockParamSourceUnion{OfBase64: &ant.Base64ImageSourceParam{
+						MediaType: ant.Base64ImageSourceMediaType(im.MediaType), Data: base64.StdEncoding.EncodeToString(im.Data)}},
+				}})
 			}
 			add(true, ant.ContentBlockParamUnion{OfToolResult: &block})
 		default:

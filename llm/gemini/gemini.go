@@ -208,9 +208,21 @@ func (m *Model) params(req conch.ModelRequest) ([]*genai.Content, *genai.Generat
 		}
 		contents = append(contents, &genai.Content{Role: role, Parts: parts})
 	}
+	// The pictures of a run of tool results follow the run.
+	var tail []*genai.Part
 	for i, msg := range req.Messages {
+		if msg.Role != conch.RoleTool && len(tail) > 0 {
+			add(genai.RoleUser, tail...)
+			tail = nil
+		}
 		switch msg.Role {
 		case conch.RoleUser:
+			if err := convert.CheckImages(fmt.Sprintf("message %d", i), msg.Images); err != nil {
+				return nil, nil, err
+			}
+			for _, im := range msg.Images {
+				add(genai.RoleUser, &genai.Part{InlineData: &genai.Blob{MIMEType: im.MediaType, Data: im.Data}})
+			}
 			if msg.Text != "" {
 				add(genai.RoleUser, &genai.Part{Text: msg.Text})
 			}
@@ -264,10 +276,22 @@ func (m *Model) params(req conch.ModelRequest) ([]*genai.Content, *genai.Generat
 			add(genai.RoleUser, &genai.Part{FunctionResponse: &genai.FunctionResponse{
 				ID: apiID, Name: name, Response: map[string]any{key: r.Content},
 			}})
+			// Function responses carry no pictures on every Gemini model:
+			// they follow as inline parts of the same user turn.
+			if err := convert.CheckImages(fmt.Sprintf("message %d", i), r.Images); err != nil {
+				return nil, nil, err
+			}
+			if len(r.Images) > 0 {
+				tail = append(tail, &genai.Part{Text: convert.ToolImagesNote(r)})
+			}
+			for _, im := range r.Images {
+				tail = append(tail, &genai.Part{InlineData: &genai.Blob{MIMEType: im.MediaType, Data: im.Data}})
+			}
 		default:
 			return nil, nil, convert.BadRequest(fmt.Sprintf("message %d: unknown role %q", i, msg.Role), nil)
 		}
 	}
+	add(genai.RoleUser, tail...)
 	if len(req.Tools) > 0 {
 		tool := &genai.Tool{}
 		for _, t := range req.Tools {

@@ -149,10 +149,36 @@ func (m *Model) params(req conch.ModelRequest) (oai.ChatCompletionNewParams, err
 	if req.System != "" {
 		p.Messages = append(p.Messages, oai.SystemMessage(req.System))
 	}
+	// Chat Completions' tool messages carry text only: the pictures of a
+	// run of tool results follow it as one user message.
+	var toolImages []oai.ChatCompletionContentPartUnionParam
+	flush := func() {
+		if len(toolImages) > 0 {
+			p.Messages = append(p.Messages, oai.UserMessage(toolImages))
+			toolImages = nil
+		}
+	}
 	for i, msg := range req.Messages {
+		if msg.Role != conch.RoleTool {
+			flush()
+		}
 		switch msg.Role {
 		case conch.RoleUser:
-			p.Messages = append(p.Messages, oai.UserMessage(msg.Text))
+			if len(msg.Images) == 0 {
+				p.Messages = append(p.Messages, oai.UserMessage(msg.Text))
+				break
+			}
+			if err := convert.CheckImages(fmt.Sprintf("message %d", i), msg.Images); err != nil {
+				return p, err
+			}
+			var parts []oai.ChatCompletionContentPartUnionParam
+			if msg.Text != "" {
+				parts = append(parts, oai.TextContentPart(msg.Text))
+			}
+			for _, im := range msg.Images {
+				parts = append(parts, oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: convert.DataURL(im)}))
+			}
+			p.Messages = append(p.Messages, oai.UserMessage(parts))
 		case conch.RoleAssistant:
 			var a oai.ChatCompletionAssistantMessageParam
 			if msg.Text != "" || len(msg.ToolCalls) == 0 {
@@ -181,10 +207,20 @@ func (m *Model) params(req conch.ModelRequest) (oai.ChatCompletionNewParams, err
 				content = "Error: " + content
 			}
 			p.Messages = append(p.Messages, oai.ToolMessage(content, convert.WireID(r.CallID)))
+			if len(r.Images) > 0 {
+				if err := convert.CheckImages(fmt.Sprintf("message %d", i), r.Images); err != nil {
+					return p, err
+				}
+				toolImages = append(toolImages, oai.TextContentPart(convert.ToolImagesNote(r)))
+				for _, im := range r.Images {
+					toolImages = append(toolImages, oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: convert.DataURL(im)}))
+				}
+			}
 		default:
 			return p, convert.BadRequest(fmt.Sprintf("message %d: unknown role %q", i, msg.Role), nil)
 		}
 	}
+	flush()
 	for _, t := range req.Tools {
 		schema, err := convert.Schema(t)
 		if err != nil {

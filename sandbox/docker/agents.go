@@ -362,7 +362,7 @@ func ProbeAgents(ctx context.Context, o Options) (AgentsReport, error) {
 	if err != nil {
 		return AgentsReport{}, err
 	}
-	as, err := lookupAgents(o.Agents)
+	as, err := o.installs()
 	if err != nil {
 		return AgentsReport{}, err
 	}

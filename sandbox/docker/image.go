@@ -144,6 +144,7 @@ func (r *Runtime) BuildImage(ctx context.Context, progress func(string)) error {
 }
 
 func (r *Runtime) buildImageLocked(ctx context.Context, progress func(string)) (imageState, error) {
+	prev, prevFound, _ := r.inspectImage(ctx) // pruned once the new one stands
 	rootfs, offErr := sandboximage.CachedRootfs(ctx, sandboximage.RootfsOptions{
 		CacheDir: r.opts.CacheDir, Mirror: r.opts.Mirror, Progress: progress,
 	})
@@ -170,6 +171,7 @@ func (r *Runtime) buildImageLocked(ctx context.Context, progress func(string)) (
 			r.opts.Image, sandboximage.Hash(), found, st.Hash)
 	}
 	report(progress, fmt.Sprintf("sandbox image %s ready (%s)", r.opts.Image, st.Hash))
+	r.pruneReplacedBase(ctx, prev, prevFound, st)
 	return st, nil
 }
 

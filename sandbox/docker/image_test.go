@@ -56,12 +56,20 @@ func TestImageBuild(t *testing.T) {
 
 		// An older definition: same rootfs, another hash label.
 		importAs(t, eng, tag, "LABEL "+sandboximage.HashLabel+"=0123456789abcdef", "LABEL "+sandboximage.RefLabel+"="+tag)
+		older, err := api.ImageInspect(ctx, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
 		rt2 := reopen(t, eng, rt.opts)
 		if _, err := rt2.EnsureImage(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := imageHash(); got != sandboximage.Hash() {
 			t.Errorf("after a definition change: image hash %q, want rebuilt as %q", got, sandboximage.Hash())
+		}
+		// The image of the older definition is pruned (no container uses it).
+		if _, err := api.ImageInspect(ctx, older.ID); err == nil {
+			t.Errorf("the image of the older definition (%s) was kept after the rebuild", older.ID)
 		}
 
 		// An operator's image without our label is used as it is.

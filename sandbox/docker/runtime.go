@@ -15,6 +15,7 @@ import (
 
 	"conch"
 	sandboximage "conch/images/sandbox"
+	"conch/npmpin"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -87,6 +88,9 @@ type Options struct {
 	// get: a derived image with them is built on the configured image
 	// (agents.go) on first use. Empty means the configured image as it is.
 	Agents []string
+	// Installs are further pinned npm packages new sandboxes get in the
+	// same derived image (the MCP servers' stdio packages; installs.go).
+	Installs []npmpin.Install
 	// NPMRegistry is the npm registry the CLIs' tarballs are downloaded
 	// from; "" means https://registry.npmjs.org. Every tarball is checked
 	// against its pinned integrity whatever the registry.
@@ -218,7 +222,7 @@ func start(ctx context.Context, o Options, prof Hardening, agentName string, api
 		o.Logger.Warn("workspaces have no size limit: this engine cannot enforce one here (Podman can, and Docker with its data root on xfs mounted with prjquota); set sandbox.disk = \"0\" to silence this", "engine", info.Engine, "err", err)
 		o.Disk = 0
 	}
-	as, err := lookupAgents(o.Agents)
+	as, err := o.installs()
 	if err != nil {
 		return nil, err
 	}

@@ -105,6 +105,10 @@ type Profile struct {
 	// in its input line). The driver presses Enter again, once a second,
 	// while the input line still holds the task.
 	EnterAgain bool
+	// Permit are the keys that answer the CLI's permission menu when a
+	// person decided it (coder.approvals = person): allow once, allow for
+	// the session, deny (see PermitKey for the fallbacks).
+	Permit PermitKeys
 }
 
 // CommandLine is the shell command line that starts the CLI: Command, then
@@ -244,6 +248,8 @@ func geminiDriver() Profile {
 		// is dropped.
 		Busy:   []string{"esc to cancel", "Esc to cancel", "Resuming session..."},
 		Asking: []string{"Allow execution", "Apply this change?", "Do you want to proceed?", "● 1. Yes, allow once", "● 1. Allow once"},
+		// 1. Allow once, 2. Allow for this session, 3. No (esc).
+		Permit: PermitKeys{Once: "1", Always: "2", Deny: "3"},
 		Ready:  []string{"Type your message"},
 		Empty:  []string{"Type your message"},
 		Chrome: []string{"Type your message", "Executing Hook", "YOLO Ctrl+Y", "no sandbox", "context left", "? for shortcuts", "Shift+Tab to accept edits", "workspace (/directory)"},
@@ -306,6 +312,8 @@ func claudeDriver() Profile {
 		// interrupt" while it works ("✻ Sublimating… (5s · ↓ 7 tokens)").
 		Busy:   []string{"esc to interrupt"},
 		Asking: []string{"Do you want to proceed?", "Do you want to make this edit", "❯ 1. Yes"},
+		// 1. Yes, 2. Yes, and don't ask again for this command here, 3. No.
+		Permit: PermitKeys{Once: "1", Always: "2", Deny: "3"},
 		Ready:  []string{"bypass permissions on", "? for shortcuts"},
 		Chrome: []string{"? for shortcuts", "auto-accept edits", "bypass permissions", "← for agents", "/effort"},
 	}
@@ -365,6 +373,26 @@ func codexDriver() Profile {
 	}
 }
 
+// PermitKeys answer a permission menu.
+type PermitKeys struct{ Once, Always, Deny string }
+
+// PermitKey is the text that answers the CLI's permission menu with a
+// person's choice: once, for the session, or no.
+func (p Profile) PermitKey(allow, always bool) string {
+	k := p.Permit
+	switch {
+	case allow && always && k.Always != "":
+		return k.Always
+	case allow && k.Once != "":
+		return k.Once
+	case allow:
+		return "1"
+	case k.Deny != "":
+		return k.Deny
+	}
+	return "3"
+}
+
 // FakeCLI is the profile of internal/testenv/fakecli, the test double,
 // installed at bin. Its start-up takes startup (keys sent earlier are
 // lost), like the real CLIs'.
@@ -389,6 +417,7 @@ func FakeCLI(bin string, startup time.Duration) Profile {
 		},
 		Busy:   []string{"esc to interrupt"},
 		Asking: []string{"❯ 1. Yes"},
+		Permit: PermitKeys{Once: "1", Always: "1", Deny: "2"},
 		Ready:  []string{"│ > "},
 		Empty:  []string{"(type a task)"},
 		Chrome: []string{"? for shortcuts", "(type a task)"},

@@ -377,7 +377,7 @@ func drain(ch chan egress.Event) []egress.Event {
 // ran, read from the hook's timestamp file) and notice (hook → Task
 // returned, conch's overhead at the end). The fake API answers at once.
 //
-//	go test -tags goolm -run X -bench RealCLITurn -benchtime 10x ./terminal/coder/
+//	go test -run X -bench RealCLITurn -benchtime 10x ./terminal/coder/
 func BenchmarkRealCLITurn(b *testing.B) {
 	for _, cli := range realCLIs() {
 		b.Run(cli.profile.Name, func(b *testing.B) { benchRealCLI(b, cli) })

@@ -33,3 +33,27 @@ func Parse(markdown string) *Doc {
 	src := []byte(strings.ToValidUTF8(markdown, "\uFFFD"))
 	return &Doc{src: src, root: gfm.Parse(text.NewReader(src))}
 }
+
+// nodeLines is the source text of a block node's lines.
+func nodeLines(src []byte, n ast.Node) string {
+	var b strings.Builder
+	l := n.Lines()
+	for i := 0; i < l.Len(); i++ {
+		seg := l.At(i)
+		b.Write(seg.Value(src))
+	}
+	return b.String()
+}
+
+// codeSpanText is the literal text inside a code span.
+func codeSpanText(src []byte, n *ast.CodeSpan) string {
+	var code strings.Builder
+	for c := n.FirstChild(); c != nil; c = c.NextSibling() {
+		if t, ok := c.(*ast.Text); ok {
+			code.Write(t.Segment.Value(src))
+		} else if s, ok := c.(*ast.String); ok {
+			code.Write(s.Value)
+		}
+	}
+	return code.String()
+}

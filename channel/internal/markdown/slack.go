@@ -74,15 +74,7 @@ func slackURL(u string) bool {
 
 type slackWriter struct{ src []byte }
 
-func (w *slackWriter) lines(n ast.Node) string {
-	var b strings.Builder
-	l := n.Lines()
-	for i := 0; i < l.Len(); i++ {
-		seg := l.At(i)
-		b.Write(seg.Value(w.src))
-	}
-	return b.String()
-}
+func (w *slackWriter) lines(n ast.Node) string { return nodeLines(w.src, n) }
 
 func (w *slackWriter) block(n ast.Node, depth int) string {
 	switch n := n.(type) {
@@ -203,15 +195,8 @@ func (w *slackWriter) inlineNode(b *strings.Builder, n ast.Node) {
 	case *ast.String:
 		b.WriteString(SlackEscape(string(n.Value)))
 	case *ast.CodeSpan:
-		var code strings.Builder
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			if t, ok := c.(*ast.Text); ok {
-				code.Write(t.Segment.Value(w.src))
-			} else if s, ok := c.(*ast.String); ok {
-				code.Write(s.Value)
-			}
-		}
-		b.WriteString("`" + SlackEscape(strings.ReplaceAll(code.String(), "`", "'")) + "`")
+		code := codeSpanText(w.src, n)
+		b.WriteString("`" + SlackEscape(strings.ReplaceAll(code, "`", "'")) + "`")
 	case *ast.Emphasis:
 		mark := "_"
 		if n.Level >= 2 {

@@ -65,15 +65,7 @@ func safeURL(u string) bool {
 	return false
 }
 
-func (w *telegramWriter) lines(n ast.Node) string {
-	var b strings.Builder
-	l := n.Lines()
-	for i := 0; i < l.Len(); i++ {
-		seg := l.At(i)
-		b.Write(seg.Value(w.src))
-	}
-	return b.String()
-}
+func (w *telegramWriter) lines(n ast.Node) string { return nodeLines(w.src, n) }
 
 // block renders one block node. depth is the list nesting; quoted is set
 // inside a blockquote (Telegram does not nest quotes).
@@ -218,15 +210,8 @@ func (w *telegramWriter) inlineNode(b *strings.Builder, n ast.Node) {
 	case *ast.String:
 		b.WriteString(escapeText(string(n.Value)))
 	case *ast.CodeSpan:
-		var code strings.Builder
-		for c := n.FirstChild(); c != nil; c = c.NextSibling() {
-			if t, ok := c.(*ast.Text); ok {
-				code.Write(t.Segment.Value(w.src))
-			} else if s, ok := c.(*ast.String); ok {
-				code.Write(s.Value)
-			}
-		}
-		b.WriteString("<code>" + escapeText(code.String()) + "</code>")
+		code := codeSpanText(w.src, n)
+		b.WriteString("<code>" + escapeText(code) + "</code>")
 	case *ast.Emphasis:
 		tag := "i"
 		if n.Level >= 2 {

@@ -15,6 +15,9 @@ const state = {
   retry: 0,
   turns: {}, // turn id -> {box, stream, tools}
   queued: null,
+  files: [], // files to send with the next message: {name, type, data (base64)}
+  sentFiles: {}, // message id -> its files, for a resend (kept in memory, not localStorage)
+  recorder: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -105,7 +108,7 @@ function connect() {
     state.retry = 0;
     setConn("connected");
     purgeOutbox(id);
-    for (const m of outbox(id)) ws.send(JSON.stringify({ type: "send", id: m.id, text: m.text }));
+    for (const m of outbox(id)) ws.send(JSON.stringify(sendFrame(m)));
   };
   ws.onmessage = (msg) => {
     let f;
@@ -162,11 +165,13 @@ function onFrame(f) {
       for (const m of outbox(state.current)) addPending(m);
       break;
     case "ack":
+      delete state.sentFiles[f.id];
       setOutbox(state.current, outbox(state.current).filter((m) => m.id !== f.id));
       removePending(f.id);
       break;
     case "error":
       if (f.id) {
+        delete state.sentFiles[f.id];
         setOutbox(state.current, outbox(state.current).filter((m) => m.id !== f.id));
         removePending(f.id);
       }
@@ -244,6 +249,12 @@ function renderEvent(ev, html) {
         state.turns[ev.turn].stream = null;
         state.turns[ev.turn].deltas = [];
       }
+      if (d.role !== "assistant" && d.attachments && d.attachments.length) {
+        const names = d.attachments.map((a) => "[" + a.Name + "]").join(" ");
+        addMessage("user", (d.text ? d.text + "
+" : "") + names);
+        break;
+      }
       {
         const b = addMessage(d.role === "assistant" ? "assistant" : "user", d.text, html);
         if (d.role === "assistant" && d.attachments) addFiles(b, d.attachments);
@@ -254,6 +265,33 @@ function renderEvent(ev, html) {
       if (html) conch.html(n, html); else n.textContent = d.text;
       $("messages").append(n);
       scrollDown();
+      break;
+    }
+    case "approval": {
+      // A question to the people of this conversation, with its buttons.
+      const req = d.request || {};
+      const box = conch.el("div", { class: "approval", "data-approval": d.id },
+        conch.el("div", { class: "approval-title", text: req.kind === "coder" ? "The coding agent asks permission:" : "Approval needed before this runs:" }),
+        conch.el("pre", { class: "approval-command", text: req.title || "" }));
+      if (req.detail) box.append(conch.el("div", { class: "approval-detail", text: req.detail }));
+      const buttons = conch.el("div", { class: "approval-buttons" });
+      for (const [choice, label] of [["once", "Allow once"], ["conversation", "Allow for this conversation"], ["deny", "Deny"]]) {
+        const b = conch.el("button", { type: "button", class: "approval-" + choice, "data-choice": choice, text: label });
+        b.addEventListener("click", () => answerApproval(d.id, choice, box));
+        buttons.append(b);
+      }
+      box.append(buttons, conch.el("div", { class: "approval-outcome" }));
+      $("messages").append(box);
+      scrollDown();
+      break;
+    }
+    case "approval_resolved": {
+      const box = document.querySelector('[data-approval="' + CSS.escape(d.id) + '"]');
+      if (!box) break;
+      const bs = box.querySelector(".approval-buttons");
+      if (bs) bs.remove();
+      box.classList.add("decided", d.choice === "deny" ? "denied" : "allowed");
+      box.querySelector(".approval-outcome").textContent = approvalOutcome(d);
       break;
     }
     case "text_delta": {
@@ -321,6 +359,26 @@ function renderEvent(ev, html) {
   }
 }
 
+function approvalOutcome(d) {
+  if (d.reason === "timeout") return "Denied: nobody answered in time.";
+  if (d.reason === "turn_ended") return "Denied: the turn ended before an answer.";
+  const by = d.by ? " by " + d.by : "";
+  if (d.choice === "once") return "Allowed once" + by + ".";
+  if (d.choice === "conversation") return "Allowed for this conversation" + by + ".";
+  return "Denied" + by + ".";
+}
+
+// answerApproval sends a click; the outcome arrives as an event.
+async function answerApproval(id, choice, box) {
+  for (const b of box.querySelectorAll("button")) b.disabled = true;
+  try {
+    await conch.api("POST", "/api/approvals", { conversation: state.current, id, choice });
+  } catch (e) {
+    box.querySelector(".approval-outcome").textContent = "Not taken: " + e.message;
+    for (const b of box.querySelectorAll("button")) b.disabled = false;
+  }
+}
+
 // flushDeltas shows the streamed text gathered since the last call, as one
 // appended text node per turn, and scrolls once. Text is never rewritten
 // and layout runs at most once per flush: per delta, a long unbroken token
@@ -347,17 +405,94 @@ function newID() {
   return Array.from(a, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+// sendFrame is a message as the socket carries it, with its files.
+function sendFrame(m) {
+  const f = { type: "send", id: m.id, text: m.text };
+  if (state.sentFiles[m.id]) f.files = state.sentFiles[m.id];
+  return f;
+}
+
 function send() {
   const input = $("input");
   const text = input.value;
-  if (!text.trim() || !state.current) return;
+  if ((!text.trim() && !state.files.length) || !state.current) return;
   const why = tooLong(text);
   if (why) { conch.showError(why); return; } // kept in the input, to shorten
-  const m = { id: newID(), text };
+  const names = state.files.map((f) => "[" + f.name + "]").join(" ");
+  const m = { id: newID(), text, names };
+  if (state.files.length) state.sentFiles[m.id] = state.files;
+  state.files = [];
+  renderFiles();
   setOutbox(state.current, outbox(state.current).concat([m]));
-  addPending(m);
+  addPending({ id: m.id, text: names ? (text ? text + "\n" : "") + names : text });
   input.value = "";
-  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify({ type: "send", id: m.id, text: m.text }));
+  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(JSON.stringify(sendFrame(m)));
+}
+
+// addFiles reads files (pasted, dropped, chosen or recorded) for the next
+// message; files over the server's limit are refused here with words.
+async function addFiles(list) {
+  const max = (conch.session && conch.session.max_file_bytes) || 25 << 20;
+  for (const file of list) {
+    const used = state.files.reduce((n, f) => n + f.size, 0);
+    if (used + file.size > max) {
+      conch.showError("“" + file.name + "” was not attached: the files of one message may be " + Math.floor(max / 1048576) + " MB together.");
+      continue;
+    }
+    const data = await new Promise((resolve, reject) => {
+      const r = new FileReader();
+      r.onload = () => resolve(String(r.result).replace(/^data:[^,]*,/, ""));
+      r.onerror = () => reject(r.error);
+      r.readAsDataURL(file);
+    });
+    state.files.push({ name: file.name || "pasted", type: file.type, data, size: file.size });
+  }
+  renderFiles();
+}
+
+function renderFiles() {
+  const box = $("attachments");
+  box.replaceChildren();
+  box.hidden = !state.files.length;
+  state.files.forEach((f, i) => {
+    const chip = conch.el("span", { class: "chip", text: f.name + " (" + Math.ceil(f.size / 1024) + " KB)" });
+    const x = conch.el("button", { type: "button", title: "Remove", text: "×" });
+    x.addEventListener("click", () => { state.files.splice(i, 1); renderFiles(); });
+    chip.append(x);
+    box.append(chip);
+  });
+}
+
+// record starts or stops a voice message; when it stops, the recording is
+// sent at once (it is transcribed and answered).
+async function record() {
+  const btn = $("record");
+  if (state.recorder) { state.recorder.stop(); return; }
+  let stream;
+  try {
+    stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+  } catch (e) {
+    conch.showError("The microphone cannot be used: " + e.message);
+    return;
+  }
+  const rec = new MediaRecorder(stream);
+  const chunks = [];
+  rec.ondataavailable = (e) => { if (e.data.size) chunks.push(e.data); };
+  rec.onstop = async () => {
+    stream.getTracks().forEach((t) => t.stop());
+    state.recorder = null;
+    btn.classList.remove("recording");
+    btn.textContent = "Record";
+    const type = (rec.mimeType || "audio/webm").split(";")[0];
+    const ext = type.includes("ogg") ? ".ogg" : type.includes("mp4") ? ".m4a" : ".webm";
+    const file = new File(chunks, "voice-" + new Date().toISOString().replace(/[:.]/g, "-") + ext, { type });
+    await addFiles([file]);
+    send();
+  };
+  state.recorder = rec;
+  rec.start();
+  btn.classList.add("recording");
+  btn.textContent = "Stop";
 }
 
 function main() {
@@ -365,6 +500,22 @@ function main() {
   $("input").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); send(); }
   });
+  $("input").addEventListener("paste", (e) => {
+    const files = e.clipboardData ? Array.from(e.clipboardData.files) : [];
+    if (files.length) { e.preventDefault(); addFiles(files).catch((err) => conch.showError(err.message)); }
+  });
+  const area = document.querySelector("main") || document.body;
+  area.addEventListener("dragover", (e) => { e.preventDefault(); area.classList.add("drop-target"); });
+  area.addEventListener("dragleave", () => area.classList.remove("drop-target"));
+  area.addEventListener("drop", (e) => {
+    e.preventDefault();
+    area.classList.remove("drop-target");
+    const files = e.dataTransfer ? Array.from(e.dataTransfer.files) : [];
+    if (files.length) addFiles(files).catch((err) => conch.showError(err.message));
+  });
+  $("attach").addEventListener("click", () => $("file").click());
+  $("file").addEventListener("change", () => { addFiles(Array.from($("file").files)).catch((err) => conch.showError(err.message)); $("file").value = ""; });
+  $("record").addEventListener("click", () => record().catch((err) => conch.showError(err.message)));
   $("new-conv").addEventListener("click", () => newConv().catch((e) => conch.showError(e.message)));
   $("rename").addEventListener("click", async () => {
     const c = state.convs.find((x) => x.id === state.current);

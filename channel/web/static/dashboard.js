@@ -80,6 +80,19 @@ async function refresh() {
       conch.el("td", {}, s.conversation && !s.pool ? btn("remove", () => act("remove", s.conversation, "Remove the sandbox of " + s.conversation + " and its workspace?"), "danger") : "")));
   }
   if (!d.sandboxes.length) sb.append(conch.el("tr", {}, conch.el("td", { colspan: "9", class: "muted", text: "no sandboxes" })));
+  const mb = $("mcp").tBodies[0];
+  mb.replaceChildren();
+  $("mcp-section").hidden = !(d.mcp && d.mcp.length);
+  for (const m of d.mcp || []) {
+    mb.append(conch.el("tr", {},
+      conch.el("td", { text: m.name }),
+      conch.el("td", { text: m.kind }),
+      conch.el("td", { text: String(m.tools) }),
+      conch.el("td", { text: String(m.ready) }),
+      conch.el("td", { text: String(m.down), class: m.down ? "err" : "" }),
+      conch.el("td", { text: String(m.restarts) }),
+      conch.el("td", { class: "clip err", text: m.last_error || "" })));
+  }
   if (d.errors && d.errors.length) conch.showError(d.errors.join("; "));
   $("updated").textContent = "updated " + new Date(d.at).toLocaleTimeString();
 }

@@ -61,6 +61,10 @@ func Start(tb testing.TB) *Browser {
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("mute-audio", true),
+		// A fake microphone (a beeping tone) that pages get without asking:
+		// the web chat's record button is tested with it.
+		chromedp.Flag("use-fake-device-for-media-stream", true),
+		chromedp.Flag("use-fake-ui-for-media-stream", true),
 		chromedp.WindowSize(1280, 900),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"mime"
 	"path"
 	"strings"
@@ -194,4 +195,51 @@ func (s *Server) WaitMessages(tb testing.TB, channel string, n int, timeout time
 		tb.Fatalf("discord fake: %d message(s) from the bot in %s, want %d: %+v", len(s.Messages(channel)), channel, n, s.Messages(channel))
 	}
 	return s.Messages(channel)
+}
+
+// Click presses the button custom_id on the bot's message msg in channel,
+// as u would in a client, and dispatches INTERACTION_CREATE (a message
+// component interaction) to every session; interactions need no intent.
+// A client can only press a button the message shows: an error says when
+// there is none. It returns the interaction's token.
+func (s *Server) Click(u User, channel, msg, customID string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.channels[channel]
+	if !ok {
+		return "", fmt.Errorf("discord fake: no channel %s", channel)
+	}
+	m := s.findLocked(ch.ID, msg)
+	if m == nil {
+		return "", fmt.Errorf("discord fake: no message %s in %s", msg, channel)
+	}
+	found := false
+	for _, r := range m.Components {
+		for _, b := range r.Components {
+			found = found || b.CustomID == customID && !b.Disabled
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("discord fake: message %s has no button %q", msg, customID)
+	}
+	token := "aW50ZXJhY3Rpb24" + randomHex(16)
+	s.interactions[token] = &interaction{channel: ch.ID, message: m.ID}
+	in := map[string]any{
+		"id": s.snowflakeLocked(), "application_id": s.AppID, "type": 3, "token": token, "version": 1,
+		"channel_id": ch.ID, "channel": map[string]any{"id": ch.ID, "type": ch.Type},
+		"data":    map[string]any{"custom_id": customID, "component_type": 2},
+		"message": *m, "locale": "en-US", "app_permissions": "0", "entitlements": []any{}, "authorizing_integration_owners": map[string]any{},
+	}
+	if ch.GuildID != "" {
+		in["guild_id"] = ch.GuildID
+		in["member"] = map[string]any{"user": u, "roles": []string{}, "joined_at": time.Now().UTC().Format(time.RFC3339Nano),
+			"deaf": false, "mute": false, "permissions": "0"}
+	} else {
+		in["user"] = u
+	}
+	for _, sess := range s.sessions {
+		s.emitLocked(sess, "INTERACTION_CREATE", in)
+	}
+	s.notifyLocked()
+	return token, nil
 }

@@ -92,6 +92,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := m[1]
+	if strings.HasPrefix(path, "/interactions/") {
+		s.interactionCallback(w, r, path)
+		return
+	}
 	if path == "/gateway" {
 		writeJSON(w, http.StatusOK, map[string]any{"url": "ws" + strings.TrimPrefix(s.URL, "http")})
 		return
@@ -185,9 +189,10 @@ func (s *Server) write429(w http.ResponseWriter, retryAfter float64, global bool
 }
 
 type createBody struct {
-	Content          string     `json:"content"`
-	MessageReference *Reference `json:"message_reference"`
-	Nonce            any        `json:"nonce"`
+	Components       []Component `json:"components"`
+	Content          string      `json:"content"`
+	MessageReference *Reference  `json:"message_reference"`
+	Nonce            any         `json:"nonce"`
 }
 
 func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, chID string) {
@@ -234,6 +239,11 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, chID stri
 		s.writeErr(w, apiErr{http.StatusBadRequest, 50006, "Cannot send an empty message"})
 		return
 	}
+	if msg := checkComponents(body.Components); msg != "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body", "code": 50035,
+			"errors": map[string]any{"components": map[string]any{"_errors": []map[string]string{{"code": "COMPONENT_INVALID", "message": msg}}}}})
+		return
+	}
 	if utf8.RuneCountInString(body.Content) > MaxContent {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body", "code": 50035,
 			"errors": map[string]any{"content": map[string]any{"_errors": []map[string]string{{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}}}}})
@@ -241,7 +251,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, chID stri
 	}
 	m := &Message{ID: s.snowflakeLocked(), ChannelID: ch.ID, GuildID: ch.GuildID, Author: s.Bot, Content: body.Content,
 		Timestamp: time.Now().UTC().Format(time.RFC3339Nano), Mentions: []User{}, MentionRoles: []string{},
-		Attachments: files, Embeds: []any{}}
+		Attachments: files, Embeds: []any{}, Components: body.Components}
 	if files == nil {
 		m.Attachments = []Attachment{}
 	}
@@ -257,7 +267,7 @@ func (s *Server) createMessage(w http.ResponseWriter, r *http.Request, chID stri
 		reply = ref.MessageID
 	}
 	s.addLocked(ch, m)
-	s.sent = append(s.sent, Sent{Method: "create", ChannelID: ch.ID, MessageID: m.ID, Content: m.Content, ReplyTo: reply, Files: files, At: time.Now()})
+	s.sent = append(s.sent, Sent{Method: "create", ChannelID: ch.ID, MessageID: m.ID, Content: m.Content, ReplyTo: reply, Files: files, Components: m.Components, At: time.Now()})
 	writeJSON(w, http.StatusOK, m)
 }
 
@@ -276,11 +286,19 @@ func (s *Server) editMessage(w http.ResponseWriter, r *http.Request, chID, id st
 		return
 	}
 	var body struct {
-		Content *string `json:"content"`
+		Content    *string      `json:"content"`
+		Components *[]Component `json:"components"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 		s.writeErr(w, apiErr{http.StatusBadRequest, 50109, "The request body contains invalid JSON."})
 		return
+	}
+	if body.Components != nil {
+		if msg := checkComponents(*body.Components); msg != "" {
+			writeJSON(w, http.StatusBadRequest, map[string]any{"message": "Invalid Form Body", "code": 50035})
+			return
+		}
+		m.Components = *body.Components
 	}
 	if body.Content != nil {
 		if utf8.RuneCountInString(*body.Content) > MaxContent {
@@ -291,7 +309,7 @@ func (s *Server) editMessage(w http.ResponseWriter, r *http.Request, chID, id st
 	}
 	ts := time.Now().UTC().Format(time.RFC3339Nano)
 	m.EditedTimestamp = &ts
-	s.sent = append(s.sent, Sent{Method: "edit", ChannelID: chID, MessageID: id, Content: m.Content, At: time.Now()})
+	s.sent = append(s.sent, Sent{Method: "edit", ChannelID: chID, MessageID: id, Content: m.Content, Components: m.Components, At: time.Now()})
 	s.dispatchLocked("MESSAGE_UPDATE", m)
 	writeJSON(w, http.StatusOK, m)
 }
@@ -388,4 +406,87 @@ func (s *Server) serveAttachment(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(a.data)))
 	_, _ = w.Write(a.data)
+}
+
+// checkComponents checks message components as Discord does: at most 5
+// action rows (type 1) of at most 5 buttons (type 2) each; a button has a
+// label of at most 80 characters and a custom_id of 1-100 (or a URL, not
+// modelled). It returns the problem, or "".
+func checkComponents(rows []Component) string {
+	if len(rows) > 5 {
+		return "Must be 5 or fewer in length."
+	}
+	for _, r := range rows {
+		if r.Type != 1 || len(r.Components) == 0 || len(r.Components) > 5 {
+			return "Invalid action row."
+		}
+		for _, b := range r.Components {
+			if b.Type != 2 || b.Label == "" || utf8.RuneCountInString(b.Label) > 80 || b.CustomID == "" || len(b.CustomID) > 100 || b.Style < 1 || b.Style > 4 {
+				return "Invalid button."
+			}
+		}
+	}
+	return ""
+}
+
+// interactionCallback is POST /interactions/{id}/{token}/callback: the
+// answer to a button press, once (type 4: a message, ephemeral with flag
+// 64; 6: acknowledged, no change; 7: the pressed message updated).
+func (s *Server) interactionCallback(w http.ResponseWriter, r *http.Request, path string) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) != 4 || parts[3] != "callback" {
+		s.writeErr(w, apiErr{http.StatusNotFound, 0, "404: Not Found"})
+		return
+	}
+	var body struct {
+		Type int `json:"type"`
+		Data *struct {
+			Content    string       `json:"content"`
+			Flags      int          `json:"flags"`
+			Components *[]Component `json:"components"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		s.writeErr(w, apiErr{http.StatusBadRequest, 50109, "The request body contains invalid JSON."})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.interactions[parts[2]]
+	switch {
+	case !ok:
+		s.writeErr(w, apiErr{http.StatusNotFound, 10062, "Unknown interaction"})
+		return
+	case in.answered:
+		s.writeErr(w, apiErr{http.StatusBadRequest, 40060, "Interaction has already been acknowledged."})
+		return
+	}
+	sent := Sent{Method: "interaction", ChannelID: in.channel, MessageID: in.message, At: time.Now()}
+	switch body.Type {
+	case 4:
+		if body.Data == nil || body.Data.Content == "" {
+			s.writeErr(w, apiErr{http.StatusBadRequest, 50006, "Cannot send an empty message"})
+			return
+		}
+		sent.Content, sent.Ephemeral = body.Data.Content, body.Data.Flags&64 != 0
+	case 6:
+	case 7:
+		m := s.findLocked(in.channel, in.message)
+		if m != nil && body.Data != nil {
+			if body.Data.Content != "" {
+				m.Content = body.Data.Content
+			}
+			if body.Data.Components != nil {
+				m.Components = *body.Data.Components
+			}
+			sent.Content, sent.Components = m.Content, m.Components
+		}
+	default:
+		s.writeErr(w, apiErr{http.StatusBadRequest, 50035, "Invalid Form Body"})
+		return
+	}
+	in.answered = true
+	s.sent = append(s.sent, sent)
+	s.notifyLocked()
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -85,6 +85,19 @@ type Message struct {
 	Pinned          bool         `json:"pinned"`
 	Type            int          `json:"type"`
 	Reference       *Reference   `json:"message_reference,omitempty"`
+	// Components are the message's action rows of buttons.
+	Components []Component `json:"components,omitempty"`
+}
+
+// Component is a message component: an action row (type 1) holding
+// buttons (type 2).
+type Component struct {
+	Type       int         `json:"type"`
+	Components []Component `json:"components,omitempty"`
+	Style      int         `json:"style,omitempty"`
+	Label      string      `json:"label,omitempty"`
+	CustomID   string      `json:"custom_id,omitempty"`
+	Disabled   bool        `json:"disabled,omitempty"`
 }
 
 // Channel kinds.
@@ -111,6 +124,11 @@ type Sent struct {
 	Content   string
 	ReplyTo   string
 	Files     []Attachment
+	// Components are the buttons sent or edited in (an edit with none
+	// removes them).
+	Components []Component
+	// Ephemeral marks an interaction response only its presser sees.
+	Ephemeral bool
 	At        time.Time
 }
 
@@ -167,6 +185,15 @@ type Server struct {
 	snowSeq    int64
 	files      map[string]*Attachment
 	closed     bool
+	// interactions are the button presses sent, by token: answered or not,
+	// with the message pressed.
+	interactions map[string]*interaction
+}
+
+type interaction struct {
+	answered bool
+	channel  string
+	message  string
 }
 
 // Start runs a server for the test; it stops when the test ends.
@@ -194,6 +221,7 @@ func New() *Server {
 		bucketWin:         5 * time.Second,
 		sessions:          map[string]*session{},
 		files:             map[string]*Attachment{},
+		interactions:      map[string]*interaction{},
 	}
 	s.Bot = User{ID: "1000000000000000001", Username: "conch", Discriminator: "0", Bot: true}
 	s.users[s.Bot.ID] = s.Bot

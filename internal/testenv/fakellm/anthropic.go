@@ -17,6 +17,23 @@ type antBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	Source    *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	} `json:"source"`
+}
+
+// antImage decodes an image block as the API checks it.
+func antImage(b antBlock, where string) (Image, error) {
+	if b.Source == nil {
+		return Image{}, &mediaError{msg: where + ".source: Field required"}
+	}
+	if b.Source.Type != "base64" {
+		return Image{}, &mediaError{msg: "fakellm: only base64 image sources are served (it fetches nothing)"}
+	}
+	return decodePicture(Anthropic, where, b.Source.MediaType, b.Source.Data)
 }
 
 type antRequest struct {
@@ -90,12 +107,32 @@ func decodeAnthropic(body []byte, req *Request) (stream bool, err error) {
 			switch b.Type {
 			case "tool_use":
 				msg.ToolCalls = append(msg.ToolCalls, Call{ID: b.ID, Name: b.Name, Args: b.Input})
+			case "image":
+				if m.Role != "user" {
+					return false, &mediaError{msg: fmt.Sprintf("messages.%d.content.%d: image blocks are only allowed in user messages", i, j)}
+				}
+				im, err := antImage(b, fmt.Sprintf("messages.%d.content.%d.image", i, j))
+				if err != nil {
+					return false, err
+				}
+				msg.Images = append(msg.Images, im)
 			case "tool_result":
 				inner, err := antBlocks(b.Content)
 				if err != nil {
 					return false, fmt.Errorf("messages[%d].content[%d]: %w", i, j, err)
 				}
-				msg.ToolResults = append(msg.ToolResults, ToolResult{CallID: b.ToolUseID, Content: antText(inner), IsError: b.IsError})
+				res := ToolResult{CallID: b.ToolUseID, Content: antText(inner), IsError: b.IsError}
+				for k, ib := range inner {
+					if ib.Type != "image" {
+						continue
+					}
+					im, err := antImage(ib, fmt.Sprintf("messages.%d.content.%d.tool_result.content.%d.image", i, j, k))
+					if err != nil {
+						return false, err
+					}
+					res.Images = append(res.Images, im)
+				}
+				msg.ToolResults = append(msg.ToolResults, res)
 			}
 		}
 		req.Messages = append(req.Messages, msg)

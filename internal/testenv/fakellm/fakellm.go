@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -56,6 +57,10 @@ type Server struct {
 	requests []Request
 	count    int
 	changed  chan struct{} // closed and replaced whenever count grows
+
+	transcriber    func(Transcription) (string, error)
+	transcriptions []Transcription
+	models         models // the model-list endpoints (models.go)
 }
 
 // Option configures a Server.
@@ -208,6 +213,13 @@ func route(r *http.Request) (p Provider, model string, stream, ok bool) {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/audio/transcriptions" {
+		s.serveTranscription(w, r)
+		return
+	}
+	if s.serveModels(w, r) {
+		return
+	}
 	p, model, stream, ok := route(r)
 	if !ok {
 		s.writeJSON(w, http.StatusNotFound, nil, map[string]any{"error": map[string]any{
@@ -241,6 +253,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			req.APIKey = r.URL.Query().Get("key")
 		}
 		err = decodeGemini(body, &req)
+	}
+	if me := (*mediaError)(nil); errors.As(err, &me) {
+		// Refused media: the API's own 400 and words; the request is
+		// recorded (a test asserts on it) and takes no scripted reply.
+		s.mu.Lock()
+		if s.record {
+			s.requests = append(s.requests, req)
+		}
+		s.mu.Unlock()
+		s.writeError(w, &req, Error(http.StatusBadRequest, me.msg).Code(me.code))
+		return
 	}
 	if err != nil {
 		s.writeError(w, &req, Error(http.StatusBadRequest, "fakellm: cannot decode the request: "+err.Error()))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Gemini generateContent wire format (the Gemini API, not Vertex AI).
@@ -14,7 +15,11 @@ type gemPart struct {
 	Text             string `json:"text,omitempty"`
 	Thought          bool   `json:"thought,omitempty"`
 	ThoughtSignature string `json:"thoughtSignature,omitempty"`
-	FunctionCall     *struct {
+	InlineData       *struct {
+		MIMEType string `json:"mimeType"`
+		Data     string `json:"data"`
+	} `json:"inlineData,omitempty"`
+	FunctionCall *struct {
 		ID   string          `json:"id,omitempty"`
 		Name string          `json:"name"`
 		Args json.RawMessage `json:"args,omitempty"`
@@ -78,6 +83,7 @@ func decodeGemini(body []byte, req *Request) error {
 	if in.SystemInstruction != nil {
 		req.System = gemText(in.SystemInstruction.Parts)
 	}
+	inline := 0
 	for i, c := range in.Contents {
 		role := c.Role
 		switch role {
@@ -90,6 +96,25 @@ func decodeGemini(body []byte, req *Request) error {
 		}
 		msg := Message{Role: role, Text: gemText(c.Parts)}
 		for j, p := range c.Parts {
+			if d := p.InlineData; d != nil {
+				inline += len(d.Data)
+				if inline > geminiMaxRequestBytes {
+					return &mediaError{msg: fmt.Sprintf("Request payload size exceeds the limit: %d bytes.", geminiMaxRequestBytes)}
+				}
+				if strings.HasPrefix(d.MIMEType, "audio/") {
+					au, err := decodeGeminiAudio(fmt.Sprintf("contents[%d].parts[%d]", i, j), d.MIMEType, d.Data)
+					if err != nil {
+						return err
+					}
+					msg.Audio = append(msg.Audio, au)
+					continue
+				}
+				im, err := decodePicture(Gemini, fmt.Sprintf("contents[%d].parts[%d]", i, j), d.MIMEType, d.Data)
+				if err != nil {
+					return err
+				}
+				msg.Images = append(msg.Images, im)
+			}
 			if fc := p.FunctionCall; fc != nil {
 				msg.ToolCalls = append(msg.ToolCalls, Call{ID: fc.ID, Name: fc.Name, Args: fc.Args, Signature: p.ThoughtSignature})
 			}

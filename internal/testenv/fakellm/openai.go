@@ -46,31 +46,54 @@ type oaiRequest struct {
 	} `json:"stream_options"`
 }
 
-// oaiText reads content that is a string, null, or an array of parts of
-// which the text parts count.
-func oaiText(raw json.RawMessage) (string, error) {
+// oaiContent reads content that is a string, null, or an array of parts:
+// the text parts joined, and the image_url parts decoded and checked as
+// the API does (where names the message in errors).
+func oaiContent(raw json.RawMessage, where string) (string, []Image, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return "", nil, nil
 	}
 	if raw[0] == '"' {
 		var s string
 		err := json.Unmarshal(raw, &s)
-		return s, err
+		return s, nil, err
 	}
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL *struct {
+			URL    string `json:"url"`
+			Detail string `json:"detail"`
+		} `json:"image_url"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("content is neither a string nor an array of parts: %w", err)
+		return "", nil, fmt.Errorf("content is neither a string nor an array of parts: %w", err)
 	}
 	var texts []string
+	var images []Image
 	for _, p := range parts {
-		if p.Type == "text" {
+		switch p.Type {
+		case "text":
 			texts = append(texts, p.Text)
+		case "image_url":
+			if where == "" {
+				continue
+			}
+			if p.ImageURL == nil {
+				return "", nil, &mediaError{msg: "Missing required parameter: '" + where + ".image_url'.", code: "missing_required_parameter"}
+			}
+			mt, b64, ok := dataURL(p.ImageURL.URL)
+			if !ok {
+				return "", nil, &mediaError{msg: "fakellm: only data: image URLs are served (it fetches nothing)", code: "invalid_image_url"}
+			}
+			im, err := decodePicture(OpenAI, where, mt, b64)
+			if err != nil {
+				return "", nil, err
+			}
+			images = append(images, im)
 		}
 	}
-	return joinText(texts), nil
+	return joinText(texts), images, nil
 }
 
 func decodeOpenAI(body []byte, req *Request) (stream bool, err error) {
@@ -84,9 +107,12 @@ func decodeOpenAI(body []byte, req *Request) (stream bool, err error) {
 	req.JSONSchema = jsonFormat(in.ResponseFormat.Type, in.ResponseFormat.JSONSchema.Schema)
 	var system []string
 	for i, m := range in.Messages {
-		text, err := oaiText(m.Content)
+		text, images, err := oaiContent(m.Content, fmt.Sprintf("messages[%d].content", i))
 		if err != nil {
 			return false, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		if len(images) > 0 && m.Role != "user" {
+			return false, &mediaError{msg: fmt.Sprintf("Invalid 'messages[%d]'. Image URLs are only allowed for messages with role 'user', but this message with role '%s' contains an image URL.", i, m.Role), code: "invalid_value"}
 		}
 		switch m.Role {
 		case "system", "developer":
@@ -96,7 +122,7 @@ func decodeOpenAI(body []byte, req *Request) (stream bool, err error) {
 		default:
 			return false, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
 		}
-		msg := Message{Role: m.Role, Text: text}
+		msg := Message{Role: m.Role, Text: text, Images: images}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, Call{ID: tc.ID, Name: tc.Function.Name, Args: json.RawMessage(tc.Function.Arguments)})
 		}

@@ -69,6 +69,12 @@ type Message struct {
 	// OpenAI "tool" message, any number for an Anthropic or Gemini user
 	// message.
 	ToolResults []ToolResult
+	// Images are the pictures of a user message, decoded and checked as
+	// the API checks them (OpenAI image_url data URLs, Anthropic image
+	// blocks, Gemini inlineData parts).
+	Images []Image
+	// Audio are the recordings of a user message (Gemini inlineData).
+	Audio []Audio
 }
 
 // Call is a tool call, in a Reply or recorded from a request.
@@ -96,6 +102,9 @@ type ToolResult struct {
 	// IsError is set when the client marked the result as a failure
 	// (Anthropic is_error, Gemini response.error).
 	IsError bool
+	// Images are the pictures inside the result (Anthropic only: the
+	// other APIs carry none in a tool result).
+	Images []Image
 }
 
 // Tool is a tool schema offered to the model.
@@ -115,6 +124,19 @@ func (r Request) ToolResults() []ToolResult {
 	var out []ToolResult
 	for _, m := range r.Messages {
 		out = append(out, m.ToolResults...)
+	}
+	return out
+}
+
+// Images returns every picture in the request, in order: those of
+// messages and those inside tool results.
+func (r Request) Images() []Image {
+	var out []Image
+	for _, m := range r.Messages {
+		out = append(out, m.Images...)
+		for _, t := range m.ToolResults {
+			out = append(out, t.Images...)
+		}
 	}
 	return out
 }

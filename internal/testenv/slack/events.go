@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -120,4 +121,40 @@ func (s *Server) postLoop() {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// DeliverInteractions sets the Interactivity Request URL that button
+// presses are posted to while the server delivers events over the Events
+// API (DeliverEvents).
+func (s *Server) DeliverInteractions(url string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.interactionsURL = url
+}
+
+// InteractionPosts are the HTTP statuses of every interaction post, in
+// order (0: no answer).
+func (s *Server) InteractionPosts() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.interactionPosts...)
+}
+
+// postInteraction posts one press as Slack does: a signed form with the
+// payload field; it is not retried.
+func (s *Server) postInteraction(to, secret string, payload []byte) {
+	body := []byte("payload=" + url.QueryEscape(string(payload)))
+	req := SignedRequest(to, secret, time.Now(), body)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	status := 0
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
+	if err == nil {
+		status = resp.StatusCode
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	s.mu.Lock()
+	s.interactionPosts = append(s.interactionPosts, status)
+	s.notifyLocked()
+	s.mu.Unlock()
 }

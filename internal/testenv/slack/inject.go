@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"path"
 	"regexp"
@@ -133,6 +134,75 @@ func (s *Server) addLocked(ch *channelInfo, m *Message) {
 			break
 		}
 	}
+}
+
+// Click presses the button whose action_id is actionID on the bot's
+// message ts in channel, as u would in a client, and queues the
+// block_actions interaction (Socket Mode envelope type "interactive"). A
+// client can only press a button the message shows: an error says when
+// there is none. Interactions over the Events API's request URL are not
+// modelled.
+func (s *Server) Click(u User, channel, ts, actionID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.channels[channel]
+	if !ok {
+		return fmt.Errorf("slack fake: no channel %s", channel)
+	}
+	m := s.findLocked(ch.ID, ts)
+	if m == nil {
+		return fmt.Errorf("slack fake: no message %s in %s", ts, channel)
+	}
+	var blocks []struct {
+		BlockID  string `json:"block_id"`
+		Elements []struct {
+			Type     string          `json:"type"`
+			ActionID string          `json:"action_id"`
+			Value    string          `json:"value"`
+			Text     json.RawMessage `json:"text"`
+		} `json:"elements"`
+	}
+	_ = json.Unmarshal(m.Blocks, &blocks)
+	var action map[string]any
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			if e.Type == "button" && e.ActionID == actionID {
+				action = map[string]any{"type": "button", "action_id": e.ActionID, "block_id": b.BlockID, "value": e.Value,
+					"text": e.Text, "action_ts": fmt.Sprintf("%d.%06d", time.Now().Unix(), time.Now().Nanosecond()/1000)}
+			}
+		}
+	}
+	if action == nil {
+		return fmt.Errorf("slack fake: message %s has no button %q", ts, actionID)
+	}
+	payload := map[string]any{
+		"type":       "block_actions",
+		"user":       map[string]any{"id": u.ID, "username": u.Name, "name": u.Name, "team_id": u.Team},
+		"api_app_id": s.AppID, "token": "fake-verification-token",
+		"container":    map[string]any{"type": "message", "message_ts": m.TS, "channel_id": ch.ID, "is_ephemeral": false},
+		"trigger_id":   randomHex(6) + "." + randomHex(6),
+		"team":         map[string]any{"id": s.TeamID, "domain": "conch-test"},
+		"channel":      map[string]any{"id": ch.ID, "name": ch.ID},
+		"message":      m,
+		"response_url": s.URL + "/actions/" + randomHex(8),
+		"actions":      []any{action},
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	if s.eventsURL != "" {
+		// The Events API's app gets presses at its Interactivity Request
+		// URL: a signed form, payload=<json>, not retried.
+		if s.interactionsURL == "" {
+			return fmt.Errorf("slack fake: no interactivity request URL (DeliverInteractions)")
+		}
+		go s.postInteraction(s.interactionsURL, s.signingSecret, b)
+		return nil
+	}
+	s.enqueueTypeLocked(b, "interactive")
+	s.notifyLocked()
+	return nil
 }
 
 // eventLocked wraps an event in an event_callback and queues its envelope.

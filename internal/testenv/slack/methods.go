@@ -198,6 +198,7 @@ var methods = map[string]func(s *Server, p map[string]string) (result, string){
 	"users.info":                   (*Server).usersInfo,
 	"chat.postMessage":             (*Server).postMessage,
 	"chat.update":                  (*Server).update,
+	"chat.postEphemeral":           (*Server).postEphemeral,
 	"reactions.add":                (*Server).reactionsAdd,
 	"reactions.remove":             (*Server).reactionsRemove,
 	"files.getUploadURLExternal":   (*Server).getUploadURL,
@@ -234,16 +235,39 @@ func (s *Server) postMessage(p map[string]string) (result, string) {
 		return nil, "thread_not_found"
 	}
 	mrkdwn := p["mrkdwn"] != "false"
+	blocks, bad := parseBlocks(p)
+	if bad != "" {
+		return nil, bad
+	}
 	m := &Message{Type: "message", User: s.Bot.ID, BotID: s.BotID, AppID: s.AppID, Team: s.TeamID, Text: text,
-		TS: s.tsLocked(), ThreadTS: p["thread_ts"]}
+		TS: s.tsLocked(), ThreadTS: p["thread_ts"], Blocks: blocks}
 	if !mrkdwn {
 		f := false
 		m.Mrkdwn = &f
 	}
 	s.addLocked(ch, m)
-	s.sent = append(s.sent, Sent{Method: "chat.postMessage", Channel: ch.ID, TS: m.TS, ThreadTS: m.ThreadTS, Text: text, Mrkdwn: mrkdwn, At: time.Now()})
+	s.sent = append(s.sent, Sent{Method: "chat.postMessage", Channel: ch.ID, TS: m.TS, ThreadTS: m.ThreadTS, Text: text, Mrkdwn: mrkdwn, Blocks: blocks, At: time.Now()})
 	s.notifyLocked()
 	return result{"channel": ch.ID, "ts": m.TS, "message": m}, ""
+}
+
+// postEphemeral shows a message to one user of a channel; it is not
+// stored in the channel's history.
+func (s *Server) postEphemeral(p map[string]string) (result, string) {
+	ch, ok := s.channels[p["channel"]]
+	if !ok {
+		return nil, "channel_not_found"
+	}
+	if _, ok := s.users[p["user"]]; !ok {
+		return nil, "user_not_found"
+	}
+	if p["text"] == "" && p["blocks"] == "" {
+		return nil, "no_text"
+	}
+	ts := s.tsLocked()
+	s.sent = append(s.sent, Sent{Method: "chat.postEphemeral", Channel: ch.ID, TS: ts, ThreadTS: p["thread_ts"], Text: p["text"], User: p["user"], At: time.Now()})
+	s.notifyLocked()
+	return result{"message_ts": ts}, ""
 }
 
 func (s *Server) update(p map[string]string) (result, string) {
@@ -265,11 +289,66 @@ func (s *Server) update(p map[string]string) (result, string) {
 	if utf8.RuneCountInString(text) > MaxTextLen {
 		return nil, "msg_too_long"
 	}
+	blocks, bad := parseBlocks(p)
+	if bad != "" {
+		return nil, bad
+	}
 	m.Text = text
+	if _, ok := p["blocks"]; ok {
+		// Without the field the blocks stay; "[]" removes them.
+		m.Blocks = blocks
+	}
 	m.Edited = &Edited{User: s.Bot.ID, TS: s.tsLocked()}
-	s.sent = append(s.sent, Sent{Method: "chat.update", Channel: ch.ID, TS: m.TS, ThreadTS: m.ThreadTS, Text: text, Mrkdwn: p["mrkdwn"] != "false", At: time.Now()})
+	s.sent = append(s.sent, Sent{Method: "chat.update", Channel: ch.ID, TS: m.TS, ThreadTS: m.ThreadTS, Text: text, Mrkdwn: p["mrkdwn"] != "false", Blocks: blocks, At: time.Now()})
 	s.notifyLocked()
 	return result{"channel": ch.ID, "ts": m.TS, "text": text, "message": m}, ""
+}
+
+// parseBlocks reads the blocks parameter: a JSON array of blocks, each
+// with a type; buttons of actions blocks need a plain_text text, an
+// action_id of at most 255 characters and a value of at most 2000, as
+// Slack checks ("invalid_blocks" otherwise). An empty array is nil.
+func parseBlocks(p map[string]string) (json.RawMessage, string) {
+	raw, ok := p["blocks"]
+	if !ok || raw == "" {
+		return nil, ""
+	}
+	var blocks []struct {
+		Type     string `json:"type"`
+		BlockID  string `json:"block_id"`
+		Elements []struct {
+			Type     string `json:"type"`
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+			Text     *struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"text"`
+		} `json:"elements"`
+	}
+	if err := json.Unmarshal([]byte(raw), &blocks); err != nil {
+		return nil, "invalid_blocks_format"
+	}
+	if len(blocks) > 50 {
+		return nil, "invalid_blocks"
+	}
+	for _, b := range blocks {
+		if b.Type == "" || len(b.BlockID) > 255 {
+			return nil, "invalid_blocks"
+		}
+		for _, e := range b.Elements {
+			if e.Type != "button" {
+				continue
+			}
+			if e.Text == nil || e.Text.Type != "plain_text" || e.Text.Text == "" || len(e.ActionID) > 255 || len(e.Value) > 2000 {
+				return nil, "invalid_blocks"
+			}
+		}
+	}
+	if len(blocks) == 0 {
+		return nil, ""
+	}
+	return json.RawMessage(raw), ""
 }
 
 func (s *Server) reactionsAdd(p map[string]string) (result, string) {

@@ -19,6 +19,7 @@ package slack
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -83,6 +84,8 @@ type Message struct {
 	Edited     *Edited    `json:"edited,omitempty"`
 	Mrkdwn     *bool      `json:"mrkdwn,omitempty"`
 	ReplyCount int        `json:"reply_count,omitempty"`
+	// Blocks are the message's Block Kit blocks, as sent.
+	Blocks json.RawMessage `json:"blocks,omitempty"`
 }
 
 // Edited marks an updated message.
@@ -102,7 +105,12 @@ type Sent struct {
 	Mrkdwn   bool
 	Reaction string
 	File     *File
-	At       time.Time
+	// User is whom chat.postEphemeral showed the message to.
+	User string
+	// Blocks are the blocks sent with the message (nil: none; "[]" from
+	// chat.update removes them).
+	Blocks json.RawMessage
+	At     time.Time
 }
 
 // Call is one Web API request the server received.
@@ -119,6 +127,8 @@ type channelInfo struct {
 
 // envelope is one events_api delivery waiting for its ack.
 type envelope struct {
+	// Type is events_api, or interactive for a button press.
+	Type    string
 	ID      string
 	Payload []byte
 	Retries int
@@ -162,10 +172,13 @@ type Server struct {
 	signingSecret string
 	eventsQueue   chan *envelope
 	eventPosts    []int
-	acks          []string
-	opened        int
-	clock         int64
-	nextID        int
+	// interactionsURL receives button presses in Events API mode.
+	interactionsURL  string
+	interactionPosts []int
+	acks             []string
+	opened           int
+	clock            int64
+	nextID           int
 }
 
 // Start runs a server for the test; it stops when the test ends.

@@ -181,7 +181,13 @@ func (s *Server) dropConn(conn *wsConn) {
 // enqueueLocked queues an events_api payload and sends it on the newest
 // connection, if any (else it waits for one).
 func (s *Server) enqueueLocked(payload []byte) {
-	e := &envelope{ID: randomHex(8) + "-" + randomHex(4) + "-" + randomHex(4), Payload: payload}
+	s.enqueueTypeLocked(payload, "events_api")
+}
+
+// enqueueTypeLocked is enqueueLocked for an envelope of type typ
+// (events_api, interactive).
+func (s *Server) enqueueTypeLocked(payload []byte, typ string) {
+	e := &envelope{Type: typ, ID: randomHex(8) + "-" + randomHex(4) + "-" + randomHex(4), Payload: payload}
 	s.envelopes = append(s.envelopes, e)
 	if s.eventsURL != "" {
 		e.sentAt = time.Now()
@@ -194,7 +200,7 @@ func (s *Server) enqueueLocked(payload []byte) {
 	}
 	if conn != nil {
 		e.sentAt = time.Now()
-		_ = conn.send(envelopeMsg{EnvelopeID: e.ID, Payload: e.Payload, Type: "events_api"})
+		_ = conn.send(envelopeMsg{EnvelopeID: e.ID, Payload: e.Payload, Type: e.Type, AcceptsResponsePayload: e.Type == "interactive"})
 	}
 }
 
@@ -205,7 +211,7 @@ func (s *Server) deliverLocked(e *envelope, conn *wsConn, reason string) {
 	}
 	e.Retries++
 	e.sentAt = time.Now()
-	_ = conn.send(envelopeMsg{EnvelopeID: e.ID, Payload: e.Payload, Type: "events_api", RetryAttempt: e.Retries, RetryReason: reason})
+	_ = conn.send(envelopeMsg{EnvelopeID: e.ID, Payload: e.Payload, Type: e.Type, RetryAttempt: e.Retries, RetryReason: reason})
 }
 
 // redeliverLoop sends envelopes not acknowledged within AckTimeout again.

@@ -65,6 +65,21 @@ func (s *Server) SendDocument(from User, chat Chat, name, mimeType string, data 
 	}})
 }
 
+// SendVoice injects a voice note of data (OGG/Opus). A size above
+// len(data) is the size the Bot API reports, for a recording too large to
+// download (getFile refuses it as the real one does past 20 MB).
+func (s *Server) SendVoice(from User, chat Chat, data []byte, duration int, size int64) Message {
+	s.mu.Lock()
+	f := s.addFileLocked(data, "voice", ".oga")
+	if size > f.FileSize {
+		f.FileSize = size
+	}
+	s.mu.Unlock()
+	return s.inject(Message{From: &from, Chat: chat, Voice: &Voice{
+		FileID: f.FileID, FileUniqueID: f.FileUniqueID, Duration: duration, MimeType: "audio/ogg", FileSize: f.FileSize,
+	}})
+}
+
 // RemoveBot injects the my_chat_member update of the bot being removed
 // from a group by a person.
 func (s *Server) RemoveBot(by User, chat Chat) {
@@ -97,6 +112,40 @@ func (s *Server) addFileLocked(data []byte, dir, ext string) *storedFile {
 	s.files[f.FileID] = f
 	s.paths[f.FilePath] = f
 	return f
+}
+
+// Click presses the callback button whose callback_data is data under the
+// bot's message msgID in chat, as from would in a client, and queues the
+// callback_query update; it returns the query's id. A client can only
+// press a button the message shows: an error says when there is none.
+func (s *Server) Click(from User, chatID, msgID int64, data string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.msgs[chatID][msgID]
+	if m == nil {
+		return "", fmt.Errorf("telegram fake: no message %d in chat %d", msgID, chatID)
+	}
+	found := false
+	if m.ReplyMarkup != nil {
+		for _, row := range m.ReplyMarkup.InlineKeyboard {
+			for _, b := range row {
+				found = found || b.CallbackData == data && data != ""
+			}
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("telegram fake: message %d in chat %d has no button %q", msgID, chatID, data)
+	}
+	s.nextQuery++
+	id := fmt.Sprintf("%d%06d", from.ID, s.nextQuery)
+	s.queries[id] = false
+	msg := *m
+	s.nextUpdate++
+	s.updates = append(s.updates, Update{UpdateID: s.nextUpdate, CallbackQuery: &CallbackQuery{
+		ID: id, From: from, Message: &msg, ChatInstance: fmt.Sprintf("%d", chatID*7919), Data: data,
+	}})
+	s.notifyLocked()
+	return id, nil
 }
 
 // inject stores a person's message and queues its update.

@@ -105,8 +105,12 @@ func (s *Server) sendMessage(w http.ResponseWriter, p reqParams) {
 	if !ok {
 		return
 	}
+	kb, ok := parseKeyboard(w, p)
+	if !ok {
+		return
+	}
 	bot := s.Bot
-	m := Message{From: &bot, Chat: chat, Text: plain, Entities: ents}
+	m := Message{From: &bot, Chat: chat, Text: plain, Entities: ents, ReplyMarkup: kb}
 	if reply != 0 {
 		r := *s.msgs[chat.ID][reply]
 		r.ReplyToMessage = nil
@@ -114,7 +118,7 @@ func (s *Server) sendMessage(w http.ResponseWriter, p reqParams) {
 	}
 	m = s.storeLocked(m)
 	s.sent = append(s.sent, Sent{Method: "sendMessage", ChatID: chat.ID, MessageID: m.MessageID, Text: plain, Raw: p["text"],
-		ParseMode: p["parse_mode"], Entities: ents, Silent: p.bool("disable_notification"), ReplyTo: reply, At: time.Now()})
+		ParseMode: p["parse_mode"], Entities: ents, Silent: p.bool("disable_notification"), ReplyTo: reply, Keyboard: keyboardRows(kb), At: time.Now()})
 	s.notifyLocked()
 	writeOK(w, m)
 }
@@ -140,15 +144,96 @@ func (s *Server) editMessageText(w http.ResponseWriter, p reqParams) {
 	if !ok {
 		return
 	}
-	if plain == m.Text && sameEntities(ents, m.Entities) {
+	kb, ok := parseKeyboard(w, p)
+	if !ok {
+		return
+	}
+	if plain == m.Text && sameEntities(ents, m.Entities) && sameKeyboard(kb, m.ReplyMarkup) {
 		badRequest(w, "message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
 		return
 	}
-	m.Text, m.Entities, m.EditDate = plain, ents, time.Now().Unix()
+	// An edit without reply_markup removes the inline keyboard.
+	m.Text, m.Entities, m.EditDate, m.ReplyMarkup = plain, ents, time.Now().Unix(), kb
 	s.sent = append(s.sent, Sent{Method: "editMessageText", ChatID: chat.ID, MessageID: id, Text: plain, Raw: p["text"],
-		ParseMode: p["parse_mode"], Entities: ents, At: time.Now()})
+		ParseMode: p["parse_mode"], Entities: ents, Keyboard: keyboardRows(kb), At: time.Now()})
 	s.notifyLocked()
 	writeOK(w, *m)
+}
+
+// parseKeyboard reads reply_markup as an inline keyboard, answering the
+// error itself as the real server does (callback_data is 1-64 bytes, a
+// button has a text and exactly one action).
+func parseKeyboard(w http.ResponseWriter, p reqParams) (*InlineKeyboardMarkup, bool) {
+	raw := p["reply_markup"]
+	if raw == "" {
+		return nil, true
+	}
+	var kb InlineKeyboardMarkup
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &probe); err != nil {
+		badRequest(w, "can't parse reply keyboard markup JSON object")
+		return nil, false
+	}
+	if _, ok := probe["inline_keyboard"]; !ok {
+		return nil, true // a reply keyboard (not modelled): accepted, not kept
+	}
+	if err := json.Unmarshal([]byte(raw), &kb); err != nil {
+		badRequest(w, "can't parse inline keyboard button: "+err.Error())
+		return nil, false
+	}
+	for _, row := range kb.InlineKeyboard {
+		for _, b := range row {
+			switch {
+			case b.Text == "":
+				badRequest(w, "BUTTON_TEXT_INVALID")
+				return nil, false
+			case b.CallbackData == "" && b.URL == "":
+				badRequest(w, "can't find field \"callback_data\" in the inline keyboard button")
+				return nil, false
+			case len(b.CallbackData) > 64:
+				badRequest(w, "BUTTON_DATA_INVALID")
+				return nil, false
+			}
+		}
+	}
+	if len(kb.InlineKeyboard) == 0 {
+		return nil, true
+	}
+	return &kb, true
+}
+
+func keyboardRows(kb *InlineKeyboardMarkup) [][]InlineKeyboardButton {
+	if kb == nil {
+		return nil
+	}
+	return kb.InlineKeyboard
+}
+
+func sameKeyboard(a, b *InlineKeyboardMarkup) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// answerCallbackQuery answers a button press once; an unknown or already
+// answered query is refused as the real server refuses an expired one.
+func (s *Server) answerCallbackQuery(w http.ResponseWriter, p reqParams) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := p["callback_query_id"]
+	answered, ok := s.queries[id]
+	if !ok || answered {
+		badRequest(w, "query is too old and response timeout expired or query ID is invalid")
+		return
+	}
+	if len(p["text"]) > 200 {
+		badRequest(w, "MESSAGE_TOO_LONG")
+		return
+	}
+	s.queries[id] = true
+	s.sent = append(s.sent, Sent{Method: "answerCallbackQuery", QueryID: id, Text: p["text"], Alert: p.bool("show_alert"), At: time.Now()})
+	s.notifyLocked()
+	writeOK(w, true)
 }
 
 func sameEntities(a, b []Entity) bool {

@@ -65,7 +65,13 @@ type Sent struct {
 	Photo        *Upload
 	MediaGroupID string
 	Action       string
-	At           time.Time
+	// Keyboard is the inline keyboard sent with or edited into the
+	// message (nil: none; an edit without one removes it).
+	Keyboard [][]InlineKeyboardButton
+	// QueryID and Alert are answerCallbackQuery's.
+	QueryID string
+	Alert   bool
+	At      time.Time
 }
 
 type storedFile struct {
@@ -102,6 +108,9 @@ type Server struct {
 	nextFile   int
 	commands   []BotCommand
 	blocked    map[int64]bool
+	// queries are the callback queries sent, by id: answered or not.
+	queries   map[string]bool
+	nextQuery int64
 }
 
 // Start runs a server for the test; it stops when the test ends.
@@ -126,6 +135,7 @@ func New() *Server {
 		files:      map[string]*storedFile{},
 		paths:      map[string]*storedFile{},
 		blocked:    map[int64]bool{},
+		queries:    map[string]bool{},
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -44,6 +44,26 @@ type Document struct {
 	FileSize     int64  `json:"file_size,omitempty"`
 }
 
+// Voice is a voice note (OGG/Opus, recorded in the app).
+type Voice struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Audio is a music or audio file sent as such.
+type Audio struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	Title        string `json:"title,omitempty"`
+	FileName     string `json:"file_name,omitempty"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
 // File is the answer of getFile.
 type File struct {
 	FileID       string `json:"file_id"`
@@ -66,9 +86,36 @@ type Message struct {
 	Entities        []Entity    `json:"entities,omitempty"`
 	Photo           []PhotoSize `json:"photo,omitempty"`
 	Document        *Document   `json:"document,omitempty"`
+	Voice           *Voice      `json:"voice,omitempty"`
+	Audio           *Audio      `json:"audio,omitempty"`
 	Caption         string      `json:"caption,omitempty"`
 	CaptionEntities []Entity    `json:"caption_entities,omitempty"`
 	MediaGroupID    string      `json:"media_group_id,omitempty"`
+	// ReplyMarkup is the message's inline keyboard, if it has one.
+	ReplyMarkup *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
+}
+
+// InlineKeyboardMarkup is an inline keyboard: rows of buttons under a
+// message.
+type InlineKeyboardMarkup struct {
+	InlineKeyboard [][]InlineKeyboardButton `json:"inline_keyboard"`
+}
+
+// InlineKeyboardButton is one button; the fake supports callback buttons
+// (callback_data) and URL buttons.
+type InlineKeyboardButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
+}
+
+// CallbackQuery is a press of a callback button.
+type CallbackQuery struct {
+	ID           string   `json:"id"`
+	From         User     `json:"from"`
+	Message      *Message `json:"message,omitempty"`
+	ChatInstance string   `json:"chat_instance"`
+	Data         string   `json:"data,omitempty"`
 }
 
 // ChatMember is the status part of a ChatMember object.
@@ -92,6 +139,7 @@ type Update struct {
 	Message       *Message           `json:"message,omitempty"`
 	EditedMessage *Message           `json:"edited_message,omitempty"`
 	MyChatMember  *ChatMemberUpdated `json:"my_chat_member,omitempty"`
+	CallbackQuery *CallbackQuery     `json:"callback_query,omitempty"`
 }
 
 // kind is the update's type as allowed_updates names it.
@@ -103,6 +151,8 @@ func (u Update) kind() string {
 		return "edited_message"
 	case u.MyChatMember != nil:
 		return "my_chat_member"
+	case u.CallbackQuery != nil:
+		return "callback_query"
 	}
 	return ""
 }

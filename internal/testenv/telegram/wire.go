@@ -90,6 +90,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.sendMessage(w, p)
 	case "editmessagetext":
 		s.editMessageText(w, p)
+	case "answercallbackquery":
+		s.answerCallbackQuery(w, p)
 	case "deletemessage":
 		s.deleteMessage(w, p)
 	case "sendchataction":

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -106,4 +107,31 @@ func ToolNames(msgs []conch.Message) map[string]string {
 		}
 	}
 	return names
+}
+
+// DataURL is a picture as a base64 data: URL (OpenAI's image_url).
+func DataURL(im conch.Image) string {
+	return "data:" + im.MediaType + ";base64," + base64.StdEncoding.EncodeToString(im.Data)
+}
+
+// CheckImages refuses pictures a provider cannot send: not loaded (a
+// reference without its bytes) or of a type no provider takes.
+func CheckImages(where string, is []conch.Image) error {
+	for _, im := range is {
+		if len(im.Data) == 0 {
+			return BadRequest(fmt.Sprintf("%s: picture %q has no data (not loaded)", where, im.Name), nil)
+		}
+		switch im.MediaType {
+		case "image/png", "image/jpeg", "image/gif", "image/webp":
+		default:
+			return BadRequest(fmt.Sprintf("%s: picture %q is %q, not PNG, JPEG, GIF or WebP", where, im.Name, im.MediaType), nil)
+		}
+	}
+	return nil
+}
+
+// ToolImagesNote introduces the pictures of a tool result that a provider
+// sends in a user message after the results (it cannot carry them in one).
+func ToolImagesNote(r *conch.ToolResult) string {
+	return fmt.Sprintf("[The pictures returned by the %s call %s follow.]", r.Name, r.CallID)
 }

@@ -89,6 +89,8 @@ func run(t *testing.T, p fakellm.Provider, newModel NewModel, gen Generator) {
 		return newModel(tb, s.BaseURL(p), 0)
 	}
 
+	runImages(t, p, model, gen)
+
 	// Sequential first: it changes the environment.
 	t.Run("IgnoresEnvironment", func(t *testing.T) {
 		for _, k := range []string{"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GOOGLE_GEMINI_BASE_URL"} {

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"conch/internal/testenv/fakellm"
+)
+
+// TestInitOnATerminal: conch init on a real terminal (a pty) asks its
+// questions, takes the key without echoing it (the terminal never shows
+// it), lists the models the key can use and takes a choice by number.
+func TestInitOnATerminal(t *testing.T) {
+	const key = "sk-typed-on-a-terminal-42"
+	srv := fakellm.New(t)
+	srv.RequireKey(key)
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(initEnv(dir), "CONCH_TEST_ARGS=init --engine none --base-url "+srv.BaseURL(fakellm.OpenAI), "TERM=dumb")
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatalf("pty: %v", err)
+	}
+	defer tty.Close()
+	var mu sync.Mutex
+	var screen bytes.Buffer
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			mu.Lock()
+			screen.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	seen := 0 // answer each prompt once, after it appeared
+	answer := func(prompt, text string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			s := screen.String()
+			mu.Unlock()
+			if i := strings.Index(s[seen:], prompt); i >= 0 {
+				seen += i + len(prompt)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("never asked %q; the terminal shows:\n%s", prompt, s)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := tty.Write([]byte(text + "\r")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer("Model provider (openai, anthropic, gemini) [openai]: ", "")
+	answer("API key for openai (input hidden): ", key)
+	answer("Model (number or name) [test-model]: ", "2")
+	answer("Open Telegram (a bot token from @BotFather)? (y/N): ", "")
+	answer("Open Matrix (a bot account's access token)? (y/N): ", "")
+	answer("Open email (an IMAP and SMTP mailbox of its own)? (y/N): ", "")
+	answer("Install conch as a systemd service (starts now and at boot)? (y/N): ", "n")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("conch init: %v\n%s", err, screen.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("conch init did not end")
+	}
+	time.Sleep(100 * time.Millisecond) // the reader takes the last output
+	mu.Lock()
+	s := screen.String()
+	mu.Unlock()
+	if strings.Contains(s, key) || strings.Contains(s, key[:10]) {
+		t.Fatalf("the key was echoed on the terminal:\n%s", s)
+	}
+	if !strings.Contains(s, " 2. test-model-mini") || !strings.Contains(s, "/login?token=") {
+		t.Fatalf("the terminal shows:\n%s", s)
+	}
+	toml, _ := os.ReadFile(filepath.Join(dir, "config", "conch", "conch.toml"))
+	if !strings.Contains(string(toml), `name = "test-model-mini"`) {
+		t.Fatalf("conch.toml:\n%s", toml)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "config", "conch", modelKeyFile)); strings.TrimSpace(string(b)) != key {
+		t.Fatal("the typed key was not saved")
+	}
+}

@@ -1,0 +1,9 @@
+package crypto
+
+import (
+	"maunium.net/go/mautrix/crypto/goolm"
+)
+
+func init() {
+	goolm.Register()
+}

@@ -1,0 +1,2 @@
+// Package pushrules contains utilities to parse push notification rules.
+package pushrules

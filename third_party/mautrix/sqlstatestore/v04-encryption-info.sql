@@ -1,0 +1,2 @@
+-- v4: Store room encryption configuration
+ALTER TABLE mx_room_state ADD COLUMN encryption jsonb;
