@@ -251,8 +251,7 @@ function renderEvent(ev, html) {
       }
       if (d.role !== "assistant" && d.attachments && d.attachments.length) {
         const names = d.attachments.map((a) => "[" + a.Name + "]").join(" ");
-        addMessage("user", (d.text ? d.text + "
-" : "") + names);
+        addMessage("user", (d.text ? d.text + "\n" : "") + names);
         break;
       }
       {
