@@ -710,19 +710,27 @@ func (s *initSession) write() error {
 func (s *initSession) buildImage(ctx context.Context) error {
 	s.say("Checking the sandbox image (a first build downloads Debian packages: a minute or two)...")
 	start := time.Now()
+	skipped := false
 	err := s.a.withRuntime(ctx, func(ctx context.Context, d *deps) error {
-		rt, err := d.engineRuntime("the sandbox image build")
-		if err != nil {
-			return err
+		rt, ok := d.runtime.(*docker.Runtime)
+		if !ok {
+			// Kubernetes nodes start images the operator pushed
+			// (docs/kubernetes.md): nothing to build on this machine.
+			skipped = true
+			return nil
 		}
 		// Built when missing or from an older definition; a current one is kept.
-		_, err = rt.EnsureImage(ctx, func(line string) {
+		_, err := rt.EnsureImage(ctx, func(line string) {
 			fmt.Fprintf(s.a.stderr, "  [%5.1fs] %s\n", time.Since(start).Seconds(), line)
 		})
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sandbox image: %w (conch sandbox image build tries again)", err)
+	}
+	if skipped {
+		s.say("Sandbox images come from your cluster's registry on Kubernetes (docs/kubernetes.md): nothing to build here.")
+		return nil
 	}
 	s.say("Sandbox image ready in %s.", time.Since(start).Round(100*time.Millisecond))
 	return nil
