@@ -481,19 +481,25 @@ func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Out
 		g.log.Error("no channel for conversation", "conversation", out.Key)
 		return false
 	}
-	policy := backoff.Policy{Base: 500 * time.Millisecond, Max: 2}
-	err := policy.Retry(ctx, func(ctx context.Context, _ int) error {
+	var err error
+	if ac, ok := ch.(conch.AttachmentChannel); ok && len(out.Attachments) > 0 {
+		// Text and files are several calls the channel makes (and retries)
+		// one by one; only Matrix deduplicates them by the message's id, so
+		// trying the whole message again here would repeat the parts that
+		// went out. One attempt; the channel's own retries cover each part.
+		err = ac.SendAttachments(ctx, out)
+	} else {
 		if len(out.Attachments) > 0 {
-			if ac, ok := ch.(conch.AttachmentChannel); ok {
-				return ac.SendAttachments(ctx, out)
-			}
 			out.Text = joinText(out.Text, describeSent(out.Attachments))
 			out.Attachments = nil
 		}
-		return ch.Send(ctx, out)
-	}, func(attempt int, err error, _ time.Duration) {
-		g.log.Warn("send failed", "conversation", out.Key, "kind", out.Kind, "attempt", attempt, "err", err)
-	})
+		policy := backoff.Policy{Base: 500 * time.Millisecond, Max: 2}
+		err = policy.Retry(ctx, func(ctx context.Context, _ int) error {
+			return ch.Send(ctx, out)
+		}, func(attempt int, err error, _ time.Duration) {
+			g.log.Warn("send failed", "conversation", out.Key, "kind", out.Kind, "attempt", attempt, "err", err)
+		})
+	}
 	if err != nil {
 		g.log.Error("message not delivered", "conversation", out.Key, "kind", out.Kind, "err", err)
 		return false

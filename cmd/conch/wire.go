@@ -226,7 +226,7 @@ func (a *app) startRuntime(ctx context.Context, d *deps, progress func(string)) 
 		d.runtime = rt
 		d.closers = append(d.closers, rt)
 		startTerminals(d)
-		return nil
+		return startCoderEgress(d)
 	}
 	opts, err := sandboxOptions(d.cfg, instance)
 	if err != nil {

@@ -158,7 +158,7 @@ function onFrame(f) {
       state.turns = {};
       for (const m of f.messages) {
         const b = addMessage(m.role, m.text, m.html);
-        if (m.role === "assistant" && m.attachments) addFiles(b, m.attachments);
+        if (m.role === "assistant" && m.attachments) showFiles(b, m.attachments);
       }
       state.lastSeq = f.seq;
       purgeOutbox(state.current);
@@ -193,11 +193,11 @@ function addMessage(role, text, html) {
   return b;
 }
 
-// addFiles shows the files sent with an answer: pictures inline, others as
+// showFiles shows the files sent with an answer: pictures inline, others as
 // downloads. They are fetched with the request token (the route is behind
 // the login like every API) and shown from blobs.
 const inlineTypes = ["image/png", "image/jpeg", "image/gif", "image/webp"];
-function addFiles(box, files) {
+function showFiles(box, files) {
   const conv = state.current;
   for (const f of files) {
     if (!f.Ref) continue;
@@ -256,7 +256,7 @@ function renderEvent(ev, html) {
       }
       {
         const b = addMessage(d.role === "assistant" ? "assistant" : "user", d.text, html);
-        if (d.role === "assistant" && d.attachments) addFiles(b, d.attachments);
+        if (d.role === "assistant" && d.attachments) showFiles(b, d.attachments);
       }
       break;
     case "notice": {
