@@ -37,6 +37,10 @@ type conn struct {
 	restarts int
 	started  bool
 	closed   bool
+	// inflight counts the calls using sess; idle is the timer that ends
+	// an unused stdio server (Options.IdleStop), re-armed by each call.
+	inflight int
+	idle     *time.Timer
 }
 
 // DownError says a server is not running and when it is tried again.
@@ -100,7 +104,57 @@ func (cn *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 	cn.c.setCatalog(cn.srv.Name, cat)
 	cn.c.o.Logger.Info("mcp server started", "server", cn.srv.Name, "conversation", cn.key, "tools", len(cat.tools), "restart", restart)
 	go cn.watch(sess)
+	cn.armIdle()
 	return sess, nil
+}
+
+// use marks a call on the session (it cannot be stopped as idle while the
+// call runs); done ends it and re-arms the idle timer.
+func (cn *conn) use() (done func()) {
+	cn.mu.Lock()
+	cn.inflight++
+	if cn.idle != nil {
+		cn.idle.Stop()
+	}
+	cn.mu.Unlock()
+	return func() {
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		cn.inflight--
+		cn.armIdle()
+	}
+}
+
+// armIdle starts the idle timer of a stdio server without calls; under mu.
+func (cn *conn) armIdle() {
+	d := cn.c.o.IdleStop
+	if d <= 0 || !cn.srv.Stdio() || cn.inflight > 0 || cn.sess == nil {
+		return
+	}
+	if cn.idle != nil {
+		cn.idle.Stop()
+	}
+	sess := cn.sess
+	cn.idle = time.AfterFunc(d, func() { cn.idleStop(sess) })
+}
+
+// idleStop ends sess if it is still the live one and unused. It is not a
+// failure: the next call starts the server again at once, not after a
+// backoff, and that start is not counted as a restart.
+func (cn *conn) idleStop(sess *mcpsdk.ClientSession) {
+	cn.mu.Lock()
+	if cn.sess != sess || cn.inflight > 0 || cn.closed {
+		cn.mu.Unlock()
+		return
+	}
+	stop := cn.stop
+	cn.sess, cn.stop, cn.started = nil, nil, false
+	cn.mu.Unlock()
+	cn.c.o.Logger.Info("mcp server stopped while idle", "server", cn.srv.Name, "conversation", cn.key, "after", cn.c.o.IdleStop)
+	_ = sess.Close()
+	if stop != nil {
+		stop()
+	}
 }
 
 func (cn *conn) live() *mcpsdk.ClientSession {
@@ -159,6 +213,9 @@ func (cn *conn) broken(sess *mcpsdk.ClientSession, err error) {
 func (cn *conn) close() {
 	cn.mu.Lock()
 	cn.closed = true
+	if cn.idle != nil {
+		cn.idle.Stop()
+	}
 	sess, stop := cn.sess, cn.stop
 	cn.sess, cn.stop = nil, nil
 	cn.mu.Unlock()

@@ -128,6 +128,12 @@ type Options struct {
 	MaxMessageBytes int
 	// OAuthDir keeps the OAuth sign-ins of remote servers (OAuthStore).
 	OAuthDir string
+	// IdleStop ends a stdio server that has had no call this long (0:
+	// never); it starts again on the next call. A running server is a
+	// program in its sandbox, which keeps the sandbox busy: without this
+	// one call would keep a quiet conversation's sandbox from ever being
+	// stopped (sandbox.idle_stop).
+	IdleStop time.Duration
 	// DialAddr, when set, replaces the dial of an allowed address for
 	// remote servers (tests).
 	DialAddr func(ctx context.Context, network string, addr netip.AddrPort) (net.Conn, error)

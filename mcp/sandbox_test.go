@@ -223,6 +223,43 @@ func TestStdioServerInSandbox(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// A server without calls for IdleStop ends (a running server keeps its
+	// sandbox busy, so it would never be stopped as idle) and starts again,
+	// at once and not as a restart, on the next call.
+	quiet, err := New(Options{
+		Servers:  []Server{{Name: "quiet", Argv: []string{"/workspace/.mcp/mcptestserver"}, Timeout: 20 * time.Second}},
+		IdleStop: 700 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	echo := func() {
+		t.Helper()
+		tool := toolsByName(quiet.Tools(ctx, env))["mcp__quiet__echo"]
+		if tool == nil {
+			t.Fatalf("no echo tool; states %+v", quiet.States(key))
+		}
+		if out, err := tool.Run(ctx, env, []byte(`{"text":"hi"}`)); err != nil || out.Content != "echo: hi" {
+			t.Fatalf("echo: %+v %v", out, err)
+		}
+	}
+	echo()
+	if n := countServers(t, sb); n != "1" {
+		t.Fatalf("%s servers after a call, want 1", n)
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for countServers(t, sb) != "0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle server still runs; states %+v", quiet.States(key))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	echo()
+	if st := quiet.States(key); len(st) != 1 || st[0].Restarts != 0 || st[0].Err != "" {
+		t.Errorf("after an idle stop and a new call: %+v, want no restart and no error", st)
+	}
 }
 
 // waitUp calls echo until the server answers again (after its backoff).

@@ -117,6 +117,8 @@ func (c *Client) run(ctx context.Context, env conch.ToolEnv, s *Server, f func(c
 	if err != nil {
 		return conch.ToolOutput{}, err
 	}
+	done := cn.use()
+	defer done()
 	sess, err := cn.session(ctx)
 	if err != nil {
 		return conch.ToolOutput{}, err
@@ -299,6 +301,8 @@ func (c *Client) Ping(ctx context.Context, name string, key conch.ConversationKe
 	if err != nil {
 		return nil, 0, err
 	}
+	done := cn.use()
+	defer done()
 	sess, err := cn.session(ctx)
 	if err != nil {
 		return nil, 0, err

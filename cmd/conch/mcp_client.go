@@ -216,6 +216,9 @@ func wireMCP(d *deps) error {
 	c, err := mcp.New(mcp.Options{
 		Servers: servers, Audit: d.audit, Logger: d.log, OAuthDir: mcpOAuthDir(d.cfg),
 		OnCall: m.call, OnStart: m.start,
+		// A stdio server keeps its sandbox busy: it ends when the sandbox
+		// would be stopped as idle, and starts again on the next call.
+		IdleStop: d.cfg.Sandbox.IdleStopD(),
 	})
 	if err != nil {
 		return err
