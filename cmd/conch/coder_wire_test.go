@@ -55,7 +55,12 @@ func TestConfigSecrets(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("123456:telegram-token-from-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	oauthSecret := filepath.Join(dir, "oauth-client-secret")
+	if err := os.WriteFile(oauthSecret, []byte("mcp-oauth-client-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := &config.Config{
+		MCP:      config.MCPConfig{Servers: []config.MCPServerConfig{{Name: "docs", URL: "https://mcp.example.com/mcp", OAuthClientSecretFile: oauthSecret}}},
 		Model:    config.ModelConfig{APIKey: "model-key-123456"},
 		Coder:    config.CoderConfig{APIKey: "coder-key-123456"},
 		Search:   config.SearchConfig{BraveAPIKey: "brave-key-123456"},
@@ -65,7 +70,7 @@ func TestConfigSecrets(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	got := configSecrets(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	for _, want := range []string{"model-key-123456", "coder-key-123456", "brave-key-123456", "123456:telegram-token-from-file", "matrix-password", "imap-password"} {
+	for _, want := range []string{"model-key-123456", "coder-key-123456", "brave-key-123456", "123456:telegram-token-from-file", "matrix-password", "imap-password", "mcp-oauth-client-secret"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("configSecrets: %q missing from %q", want, got)
 		}

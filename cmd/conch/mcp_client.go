@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"conch"
@@ -143,6 +145,11 @@ func mcpSecrets(cfg *config.Config, log *slog.Logger) []string {
 		if sc.EgressURL != "" {
 			if sec, err := sc.LoadEgressSecret(); err == nil {
 				out = append(out, sec)
+			}
+		}
+		if sc.OAuthClientSecretFile != "" {
+			if b, err := os.ReadFile(sc.OAuthClientSecretFile); err == nil && strings.TrimSpace(string(b)) != "" {
+				out = append(out, strings.TrimSpace(string(b)))
 			}
 		}
 	}
