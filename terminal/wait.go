@@ -248,8 +248,10 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 	// A pane known to be dead (tmux renamed its window) whose exit status
 	// has not arrived yet (neither the shell's exit marker nor tmux's
 	// pane_dead_status): look again briefly rather than report exit 0. On a
-	// loaded machine tmux can take more than a second to record it.
-	for tries := 0; err == nil && tries < 200 && m.exitPending(t, info); tries++ {
+	// loaded machine tmux can take seconds to record it (5 s was once not
+	// enough with two test suites and a build sharing two cores); the wait
+	// costs nothing unless a pane died with its status not yet known.
+	for tries := 0; err == nil && tries < 600 && m.exitPending(t, info); tries++ {
 		if err = backoff.Sleep(ctx, 25*time.Millisecond); err == nil {
 			lines, info, startAbs, err = m.capture(ctx, t)
 		}
