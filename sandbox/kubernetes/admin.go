@@ -127,6 +127,9 @@ func (r *Runtime) Sandboxes(ctx context.Context) ([]conch.SandboxInfo, error) {
 // SandboxInfo describes the conversation's pod; a *NoSandboxError (naming
 // its kept claim) when it has none.
 func (r *Runtime) SandboxInfo(ctx context.Context, key conch.ConversationKey) (conch.SandboxInfo, error) {
+	if err := r.loadAssigned(ctx); err != nil {
+		return conch.SandboxInfo{}, err
+	}
 	name := r.nameOf(key)
 	p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -279,6 +282,9 @@ func (r *Runtime) hardening(p *corev1.Pod) ([]conch.SandboxSetting, []string) {
 // is unknown without the metrics API: CPUPercent and MemoryBytes are -1,
 // DiskBytes -1, PIDs unknown (the node's podPidsLimit is not visible).
 func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (conch.SandboxStats, error) {
+	if err := r.loadAssigned(ctx); err != nil {
+		return conch.SandboxStats{}, err
+	}
 	name := r.nameOf(key)
 	p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {

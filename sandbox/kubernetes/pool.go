@@ -71,6 +71,43 @@ func (r *Runtime) nameOf(key conch.ConversationKey) string {
 	return PodName(r.opts.InstanceID, key)
 }
 
+// loadAssigned learns, once per process, which conversations hold a pool
+// pod and claim (Reconcile does it at start; `conch sandbox` commands and a
+// runtime used without Reconcile need it too, or they would look under
+// PodName only).
+func (r *Runtime) loadAssigned(ctx context.Context) error {
+	r.mu.Lock()
+	done := r.scanned
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	pods, err := r.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	claims, err := r.listClaims(ctx)
+	if err != nil {
+		return err
+	}
+	metas := make([]metav1.ObjectMeta, 0, len(pods)+len(claims))
+	for i := range pods {
+		metas = append(metas, pods[i].ObjectMeta)
+	}
+	for i := range claims {
+		metas = append(metas, claims[i].ObjectMeta)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range metas {
+		if key, ok := r.podKey(m); ok && r.isPoolName(m.Name) && r.assigned[key.String()] == "" {
+			r.assigned[key.String()] = m.Name
+		}
+	}
+	r.scanned = true
+	return nil
+}
+
 // PoolSize is the number of ready, unclaimed pool pods.
 func (r *Runtime) PoolSize() int {
 	r.mu.Lock()

@@ -150,7 +150,13 @@ func testWarmPool(t *testing.T, e env) {
 	if got := run(t, sb2, "cat /workspace/mark"); got != "pooled" {
 		t.Fatalf("workspace after restart: %q", got)
 	}
-	if err := rt2.Remove(ctx, key); err != nil {
+	// `conch sandbox inspect` / `rm` run a runtime without Reconcile: they
+	// find the conversation's pool-named pod too.
+	cli := e.runtime(t, e.options(t, func(o3 *kubernetes.Options) { o3.InstanceID = o.InstanceID }))
+	if in, err := cli.SandboxInfo(ctx, key); err != nil || in.Name != info.Name || in.Conversation != key.String() {
+		t.Fatalf("SandboxInfo without Reconcile: %+v, %v", in, err)
+	}
+	if err := cli.Remove(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	waitNoClaim(t, e, info.Name)

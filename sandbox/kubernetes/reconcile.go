@@ -92,6 +92,9 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	}
 	r.opts.Logger.Info("sandboxes reconciled", "backend", "kubernetes", "namespace", r.ns, "pods", len(pods),
 		"claims", len(claims), "removed", len(gone), "pool", r.PoolSize())
+	r.mu.Lock()
+	r.scanned = true
+	r.mu.Unlock()
 	r.fillPoolAsync()
 	return nil
 }

@@ -43,6 +43,7 @@ type Runtime struct {
 	pool        []poolEntry
 	poolFilling bool
 	assigned    map[string]string
+	scanned     bool // assigned was filled from the cluster
 
 	life context.Context // ends at Close: the janitor
 	stop context.CancelFunc
@@ -248,6 +249,9 @@ func (r *Runtime) Sandbox(ctx context.Context, key conch.ConversationKey) (conch
 		return nil, conch.Errorf(conch.KindInvalid, "a sandbox needs a conversation key with a channel and an id")
 	}
 	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := r.loadAssigned(ctx); err != nil {
 		return nil, err
 	}
 	b, err := r.lockBox(ctx, key)
@@ -494,6 +498,9 @@ func (r *Runtime) waitGone(ctx context.Context, name string, uid types.UID) erro
 func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 	if key.IsZero() {
 		return conch.Errorf(conch.KindInvalid, "no conversation given")
+	}
+	if err := r.loadAssigned(ctx); err != nil {
+		return err
 	}
 	b, err := r.lockBox(ctx, key)
 	if err != nil {
