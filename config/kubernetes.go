@@ -39,6 +39,10 @@ type KubernetesConfig struct {
 	Tolerations  []KubernetesToleration `toml:"tolerations" env:"-"`
 	// StartTimeout bounds waiting for a new pod (image pull, claim binding).
 	StartTimeout *Duration `toml:"start_timeout" env:"START_TIMEOUT"`
+	// WarmPool keeps this many identity-free pods (each on its own claim)
+	// running; a new conversation is given one by relabelling, not a pod
+	// start. 0 keeps none (every pool pod holds its requests on a node).
+	WarmPool int `toml:"warm_pool" env:"WARM_POOL"`
 }
 
 // KubernetesToleration is one toleration of the sandbox pods.
@@ -81,6 +85,9 @@ func (s SandboxConfig) validateBackend() []Problem {
 	}
 	if k.StartTimeout != nil && k.StartTimeout.D() <= 0 {
 		add("sandbox.kubernetes.start_timeout", "must be positive", `use a duration like "3m"`)
+	}
+	if k.WarmPool < 0 || k.WarmPool > maxWarmPool {
+		add("sandbox.kubernetes.warm_pool", fmt.Sprintf("%d is out of range", k.WarmPool), fmt.Sprintf("use 0 to %d", maxWarmPool))
 	}
 	for i, t := range k.Tolerations {
 		switch t.Operator {

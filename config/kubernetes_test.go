@@ -21,7 +21,7 @@ tolerations = [{ key = "sandboxes", operator = "Exists", effect = "NoSchedule" }
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(file, []string{"HOME=" + dir, "CONCH_SANDBOX_KUBERNETES_NAMESPACE=team-a", "CONCH_SANDBOX_KUBERNETES_KUBECONFIG=/etc/kc"})
+	c, err := Load(file, []string{"HOME=" + dir, "CONCH_SANDBOX_KUBERNETES_NAMESPACE=team-a", "CONCH_SANDBOX_KUBERNETES_KUBECONFIG=/etc/kc", "CONCH_SANDBOX_KUBERNETES_WARM_POOL=3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ tolerations = [{ key = "sandboxes", operator = "Exists", effect = "NoSchedule" }
 	switch {
 	case c.Sandbox.BackendName() != BackendKubernetes:
 		t.Fatalf("backend %q", c.Sandbox.BackendName())
-	case k.Namespace != "team-a", k.Kubeconfig != "/etc/kc", k.StorageClass != "fast":
+	case k.Namespace != "team-a", k.Kubeconfig != "/etc/kc", k.StorageClass != "fast", k.WarmPool != 3:
 		t.Fatalf("keys and environment: %+v", k)
 	case k.AgentImage != "conch:latest", k.AgentPath != "/conch", k.StartTimeout == nil || k.StartTimeout.D().Minutes() != 3:
 		t.Fatalf("defaults: %+v", k)
@@ -45,11 +45,12 @@ tolerations = [{ key = "sandboxes", operator = "Exists", effect = "NoSchedule" }
 	bad.Kubernetes.Namespace = "Team_A"
 	bad.Kubernetes.ImagePullPolicy = "Sometimes"
 	bad.Kubernetes.Tolerations = []KubernetesToleration{{Operator: "Maybe"}}
+	bad.Kubernetes.WarmPool = -1
 	var keys []string
 	for _, p := range bad.validate() {
 		keys = append(keys, p.Key)
 	}
-	want := "sandbox.kubernetes.namespace sandbox.kubernetes.image_pull_policy sandbox.kubernetes.tolerations[0].operator sandbox.disk"
+	want := "sandbox.kubernetes.namespace sandbox.kubernetes.image_pull_policy sandbox.kubernetes.warm_pool sandbox.kubernetes.tolerations[0].operator sandbox.disk"
 	if got := strings.Join(keys, " "); got != want {
 		t.Fatalf("problems %q, want %q", got, want)
 	}

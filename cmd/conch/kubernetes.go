@@ -56,6 +56,7 @@ func kubernetesOptions(cfg *config.Config, instance string) (kubernetes.Options,
 		RuntimeClass: k.RuntimeClass, NodeSelector: k.NodeSelector, Disk: disk,
 		CPUMilli: h.NanoCPUs / 1e6, Memory: h.Memory, TmpSize: h.TmpSize,
 		IdleStop: s.IdleStopD(), // sandbox.idle_stop: the pod goes, its claim stays
+		WarmPool: k.WarmPool,
 	}
 	if k.StartTimeout != nil {
 		o.StartTimeout = k.StartTimeout.D()

@@ -31,10 +31,11 @@ func (a Access) String() string {
 // grants exactly these).
 var Needed = []Access{
 	{"", "pods", "", "get"}, {"", "pods", "", "list"}, {"", "pods", "", "watch"},
-	{"", "pods", "", "create"}, {"", "pods", "", "delete"},
+	{"", "pods", "", "create"}, {"", "pods", "", "delete"}, {"", "pods", "", "patch"},
 	{"", "pods", "exec", "create"}, {"", "pods", "exec", "get"},
 	{"", "persistentvolumeclaims", "", "get"}, {"", "persistentvolumeclaims", "", "list"},
 	{"", "persistentvolumeclaims", "", "create"}, {"", "persistentvolumeclaims", "", "delete"},
+	{"", "persistentvolumeclaims", "", "patch"},
 	{"networking.k8s.io", "networkpolicies", "", "get"}, {"networking.k8s.io", "networkpolicies", "", "create"},
 	{"networking.k8s.io", "networkpolicies", "", "update"},
 }

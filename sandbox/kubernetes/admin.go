@@ -20,7 +20,7 @@ import (
 // its name and label: ok is false for one whose conversation cannot be told.
 func (r *Runtime) podKey(m metav1.ObjectMeta) (conch.ConversationKey, bool) {
 	key, err := conch.ParseConversationKey(m.Annotations[AnnotationConversation])
-	if err != nil || m.Labels[LabelConversation] != ConversationLabel(key) || m.Name != PodName(r.opts.InstanceID, key) {
+	if err != nil || m.Labels[LabelConversation] != ConversationLabel(key) || m.Name != PodName(r.opts.InstanceID, key) && (!r.isPoolName(m.Name) || m.Labels[LabelPool] != "") {
 		return conch.ConversationKey{}, false
 	}
 	return key, true
@@ -62,6 +62,8 @@ func (r *Runtime) info(p *corev1.Pod) conch.SandboxInfo {
 	}
 	if key, ok := r.podKey(p.ObjectMeta); ok {
 		in.Key, in.Conversation = key, key.String()
+	} else if r.isPoolName(p.Name) && p.Labels[LabelPool] == "true" {
+		in.Pool, in.Conversation = true, conch.PoolConversation
 	} else {
 		in.Orphan = true
 	}
@@ -125,7 +127,10 @@ func (r *Runtime) Sandboxes(ctx context.Context) ([]conch.SandboxInfo, error) {
 // SandboxInfo describes the conversation's pod; a *NoSandboxError (naming
 // its kept claim) when it has none.
 func (r *Runtime) SandboxInfo(ctx context.Context, key conch.ConversationKey) (conch.SandboxInfo, error) {
-	name := PodName(r.opts.InstanceID, key)
+	if err := r.loadAssigned(ctx); err != nil {
+		return conch.SandboxInfo{}, err
+	}
+	name := r.nameOf(key)
 	p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		nse := &conch.NoSandboxError{Key: key}
@@ -277,7 +282,10 @@ func (r *Runtime) hardening(p *corev1.Pod) ([]conch.SandboxSetting, []string) {
 // is unknown without the metrics API: CPUPercent and MemoryBytes are -1,
 // DiskBytes -1, PIDs unknown (the node's podPidsLimit is not visible).
 func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (conch.SandboxStats, error) {
-	name := PodName(r.opts.InstanceID, key)
+	if err := r.loadAssigned(ctx); err != nil {
+		return conch.SandboxStats{}, err
+	}
+	name := r.nameOf(key)
 	p, err := r.cs.CoreV1().Pods(r.ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return conch.SandboxStats{}, &conch.NoSandboxError{Key: key}

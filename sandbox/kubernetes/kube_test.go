@@ -256,6 +256,8 @@ func TestKubernetes(t *testing.T) {
 		}
 	})
 
+	t.Run("warm pool", func(t *testing.T) { testWarmPool(t, e) })
+
 	t.Run("deploy manifests", func(t *testing.T) {
 		// deploy/kubernetes as the API server takes it (validation and
 		// admission, dry run): the namespace's own labels are already in

@@ -84,6 +84,10 @@ type Options struct {
 	// use makes a new pod on it): an idle pod holds its Guaranteed CPU and
 	// memory on a node. 0 never deletes.
 	IdleStop time.Duration
+	// WarmPool keeps this many identity-free pods (each with its claim)
+	// running; a new conversation is given one by relabelling it, without
+	// a pod start. 0 (the default) keeps none.
+	WarmPool int
 	// SweepEvery is how often idle pods are looked for; 0 derives it from
 	// IdleStop (a quarter, between 1 s and 1 min).
 	SweepEvery time.Duration
@@ -123,6 +127,9 @@ func (o *Options) defaults() error {
 	}
 	if o.TmpSize <= 0 {
 		o.TmpSize = 256 << 20
+	}
+	if o.WarmPool < 0 {
+		return fmt.Errorf("kubernetes sandboxes: warm pool %d", o.WarmPool)
 	}
 	if o.UID < 0 || o.GID < 0 {
 		return fmt.Errorf("kubernetes sandboxes: uid %d / gid %d", o.UID, o.GID)

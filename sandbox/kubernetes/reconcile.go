@@ -34,6 +34,10 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	poolPods, poolClaims, err := r.reconcilePool(ctx, pods, claims)
+	if err != nil {
+		return err
+	}
 	type orphan struct {
 		why string
 		key conch.ConversationKey // as its annotation says, when it can be read
@@ -45,7 +49,11 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	}
 	for i := range pods {
 		p := &pods[i]
+		if poolPods[p.Name] {
+			continue
+		}
 		key, ok := r.podKey(p.ObjectMeta)
+		r.noteAssigned(p.ObjectMeta, key, ok, known)
 		switch {
 		case !ok:
 			orphanOf(p.ObjectMeta, "orphan: its conversation cannot be told")
@@ -64,7 +72,11 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	}
 	for i := range claims {
 		c := &claims[i]
+		if poolClaims[c.Name] {
+			continue
+		}
 		key, ok := r.podKey(c.ObjectMeta)
+		r.noteAssigned(c.ObjectMeta, key, ok, known)
 		switch {
 		case !ok:
 			orphanOf(c.ObjectMeta, "orphan: its conversation cannot be told")
@@ -79,6 +91,20 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 		}
 	}
 	r.opts.Logger.Info("sandboxes reconciled", "backend", "kubernetes", "namespace", r.ns, "pods", len(pods),
-		"claims", len(claims), "removed", len(gone))
+		"claims", len(claims), "removed", len(gone), "pool", r.PoolSize())
+	r.mu.Lock()
+	r.scanned = true
+	r.mu.Unlock()
+	r.fillPoolAsync()
 	return nil
+}
+
+// noteAssigned records that key's sandbox is a claimed pool pod and claim.
+func (r *Runtime) noteAssigned(m metav1.ObjectMeta, key conch.ConversationKey, ok bool, known map[string]bool) {
+	if !ok || !r.isPoolName(m.Name) || (known != nil && !known[key.String()]) {
+		return
+	}
+	r.mu.Lock()
+	r.assigned[key.String()] = m.Name
+	r.mu.Unlock()
 }

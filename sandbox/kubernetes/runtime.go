@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +37,13 @@ type Runtime struct {
 	mu     sync.Mutex
 	boxes  map[string]*box
 	closed bool
+
+	// The warm pool: ready, unclaimed pods; assigned maps a conversation
+	// key to the pool pod (and claim) name it was given.
+	pool        []poolEntry
+	poolFilling bool
+	assigned    map[string]string
+	scanned     bool // assigned was filled from the cluster
 
 	life context.Context // ends at Close: the janitor
 	stop context.CancelFunc
@@ -112,7 +118,7 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, &conch.Error{Kind: conch.KindInvalid, Err: err}
 	}
-	r := &Runtime{opts: o, rest: rc, cs: cs, ns: o.Namespace, boxes: map[string]*box{},
+	r := &Runtime{opts: o, rest: rc, cs: cs, ns: o.Namespace, boxes: map[string]*box{}, assigned: map[string]string{},
 		spec: spec{o: o, instance: InstanceLabel(o.InstanceID)}}
 	r.hash = r.spec.profileHash()
 	if v, err := cs.Discovery().ServerVersion(); err != nil {
@@ -197,7 +203,11 @@ func (r *Runtime) boxFor(key conch.ConversationKey) *box {
 	defer r.mu.Unlock()
 	b := r.boxes[key.String()]
 	if b == nil {
-		b = &box{key: key, name: PodName(r.opts.InstanceID, key), lock: make(chan struct{}, 1)}
+		name := r.assigned[key.String()]
+		if name == "" {
+			name = PodName(r.opts.InstanceID, key)
+		}
+		b = &box{key: key, name: name, lock: make(chan struct{}, 1)}
 		r.boxes[key.String()] = b
 	}
 	return b
@@ -239,6 +249,9 @@ func (r *Runtime) Sandbox(ctx context.Context, key conch.ConversationKey) (conch
 		return nil, conch.Errorf(conch.KindInvalid, "a sandbox needs a conversation key with a channel and an id")
 	}
 	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := r.loadAssigned(ctx); err != nil {
 		return nil, err
 	}
 	b, err := r.lockBox(ctx, key)
@@ -296,10 +309,9 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	}
 	b.uid = string(p.UID)
 	b.verified.Store(r.opts.Now().UnixNano())
-	name := p.Name
-	b.client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
-		return r.dialAgent(ctx, name)
-	}, sandboxd.ClientOptions{ID: b.uid})
+	if b.client == nil { // a claimed pool pod comes with its stream open
+		b.client = r.poolClient(p)
+	}
 	return nil
 }
 
@@ -338,10 +350,14 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// createLocked creates b's workspace claim (when missing) and pod.
+// createLocked creates b's workspace claim (when missing) and pod; a new
+// conversation (no claim yet) is given a warm-pool pod when there is one.
 func (r *Runtime) createLocked(ctx context.Context, b *box) (*corev1.Pod, error) {
 	claims := r.cs.CoreV1().PersistentVolumeClaims(r.ns)
 	if _, err := claims.Get(ctx, b.name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if p, ok, err := r.assignFromPool(ctx, b); err != nil || ok {
+			return p, err
+		}
 		if _, err := claims.Create(ctx, r.spec.claim(b.name, b.key), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, r.apiErr("create workspace claim "+b.name, err)
 		}
@@ -483,6 +499,9 @@ func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 	if key.IsZero() {
 		return conch.Errorf(conch.KindInvalid, "no conversation given")
 	}
+	if err := r.loadAssigned(ctx); err != nil {
+		return err
+	}
 	b, err := r.lockBox(ctx, key)
 	if err != nil {
 		return err
@@ -493,6 +512,9 @@ func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 		return err
 	}
 	r.releaseLocked(b)
+	r.mu.Lock()
+	delete(r.assigned, key.String())
+	r.mu.Unlock()
 	r.opts.Logger.Info("sandbox removed", "conversation", key.String(), "pod", b.name)
 	return nil
 }
@@ -500,6 +522,16 @@ func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 // removeObjects deletes pod and claim called name (a claim in use by a
 // terminating pod goes when the pod has: storage-object-in-use protection).
 func (r *Runtime) removeObjects(ctx context.Context, name, reason string, key conch.ConversationKey) error {
+	if err := r.deleteObjects(ctx, name); err != nil {
+		return err
+	}
+	r.audit(ctx, conch.AuditSandboxRemove, key, map[string]any{"pod": name, "namespace": r.ns, "claim": name,
+		"reason": reason, "engine": r.Engine()})
+	return nil
+}
+
+// deleteObjects deletes pod and claim called name, in the background.
+func (r *Runtime) deleteObjects(ctx context.Context, name string) error {
 	bg := metav1.DeletePropagationBackground
 	err := r.cs.CoreV1().Pods(r.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -509,8 +541,6 @@ func (r *Runtime) removeObjects(ctx context.Context, name, reason string, key co
 	if err != nil && !apierrors.IsNotFound(err) {
 		return r.apiErr("delete workspace claim "+name, err)
 	}
-	r.audit(ctx, conch.AuditSandboxRemove, key, map[string]any{"pod": name, "namespace": r.ns, "claim": name,
-		"reason": reason, "engine": r.Engine()})
 	return nil
 }
 
@@ -549,6 +579,12 @@ func (r *Runtime) Close() error {
 	r.wg.Wait()
 	r.mu.Lock()
 	r.closed = true
+	for _, e := range r.pool { // the pods stay: the next start's pool
+		if e.client != nil {
+			_ = e.client.Close()
+		}
+	}
+	r.pool = nil
 	bs := make([]*box, 0, len(r.boxes))
 	for _, b := range r.boxes {
 		bs = append(bs, b)
