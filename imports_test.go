@@ -93,6 +93,10 @@ var modulePackages = map[string]struct {
 	"conch/llm":                       {layerLeaf, nil},
 	"conch/media":                     {layerLeaf, nil},
 
+	// make bench / make soak: the table of the performance goals.
+	"conch/internal/benchtable":                {layerLeaf, nil},
+	"conch/internal/benchtable/cmd/benchtable": {layerLeaf, nil},
+
 	"conch/config": {layerConfig, nil},
 
 	"conch/agent":          {layerCore, nil},
