@@ -15,7 +15,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages with concurrency, run under the race detector (which needs cgo).
 RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/... ./obs/metrics/... ./schedule/...
 
-.PHONY: build test race vet tidy-check staticcheck check fmt bench chaos fuzz clean build-kubernetes kube-e2e
+.PHONY: build test race vet tidy-check staticcheck check fmt bench soak chaos fuzz clean build-kubernetes kube-e2e
 
 build:
 	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
@@ -74,9 +74,19 @@ chaos:
 	CONCH_CHAOS=long CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 60m -count=1 -v -run 'TestChaos' ./cmd/conch/
 	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 20m -count=1 -v -run 'TestHardeningFromInside|TestWorkspaceQuota' ./sandbox/docker/
 
+# Benchmarks, one package at a time (scripts/bench.sh), raw output kept in
+# $(BENCH_OUT)/, then the goals' table (internal/benchtable/goals.tsv) written
+# into docs/performance.md's "make bench" / "make soak" section.
+# BENCH_PROFILE=1 keeps each benchmark's CPU and allocation profiles there.
+BENCH_OUT ?= bench-out
 bench:
-	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 2s ./gateway/ ./sandbox/... ./terminal/...
-	$(GO) test -tags $(TAGS) -run '^$$' -bench BenchmarkWeb -benchtime 200x ./cmd/conch/
+	GO='$(GO)' TAGS='$(TAGS)' BENCH_OUT='$(BENCH_OUT)' BENCH_PROFILE='$(BENCH_PROFILE)' scripts/bench.sh bench
+
+# The soak (BenchmarkSoak): 10,000 messages over 100 Telegram conversations
+# through the real conch up, at least 10 minutes; conch's heap profiles and
+# the time series in $(BENCH_OUT)/soak-<date>/.
+soak:
+	GO='$(GO)' TAGS='$(TAGS)' BENCH_OUT='$(BENCH_OUT)' scripts/bench.sh soak
 
 # Fuzzing every parser of outside input: one `go test -fuzz` run per target
 # (Go fuzzes one target per run), FUZZTIME each. The seed corpora (f.Add and
