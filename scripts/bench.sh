@@ -18,8 +18,9 @@ TAGS=${TAGS:-goolm}
 out=${BENCH_OUT:-bench-out}
 stamp=$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out"
+abs=$(cd "$out" && pwd) # go test runs a benchmark in its package's directory
 raw="$out/$section-$stamp.txt"
-profdir="$out/profiles-$stamp"
+profdir="$abs/profiles-$stamp"
 status=0
 
 "$GO" run ./internal/benchtable/cmd/benchtable -stamp > "$raw" || exit 1
@@ -73,7 +74,7 @@ bench)
 	;;
 soak)
 	BENCH_PROFILE= # the soak keeps conch's heap profiles itself (-soak.out)
-	run ./cmd/conch/ 1x -bench '^BenchmarkSoak$' -args -soak.out "$out/soak-$stamp"
+	run ./cmd/conch/ 1x -v -bench '^BenchmarkSoak$' -args -soak.out "$abs/soak-$stamp"
 	;;
 *)
 	echo "scripts/bench.sh: unknown section $section (bench or soak)" >&2
