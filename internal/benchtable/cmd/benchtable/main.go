@@ -46,8 +46,10 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	if *stamp {
-		fmt.Fprintf(stdout, "conch-bench: start %s\nconch-bench: load-start %s\n",
-			time.Now().UTC().Format("2006-01-02 15:04 MST"), benchtable.ReadLoad(*proc))
+		// The commit measured is the one at the start: a run takes minutes.
+		commit, dirty := gitCommit(filepath.Dir(*goalsPath))
+		fmt.Fprintf(stdout, "conch-bench: start %s\nconch-bench: load-start %s\nconch-bench: commit %s\nconch-bench: dirty %t\n",
+			time.Now().UTC().Format("2006-01-02 15:04 MST"), benchtable.ReadLoad(*proc), commit, dirty)
 		return nil
 	}
 	if _, ok := benchtable.Headings[*section]; !ok {
@@ -95,7 +97,11 @@ func run(args []string, stdin io.Reader, stdout io.Writer) error {
 	if r.Date == "" {
 		r.Date = time.Now().UTC().Format("2006-01-02 15:04 MST")
 	}
-	r.Commit, r.Dirty = gitCommit(filepath.Dir(*goalsPath))
+	if c := out.Stamps["commit"]; c != "" {
+		r.Commit, r.Dirty = c, out.Stamps["dirty"] == "true"
+	} else {
+		r.Commit, r.Dirty = gitCommit(filepath.Dir(*goalsPath))
+	}
 	if *docPath != "" {
 		doc, err := os.ReadFile(*docPath)
 		if err != nil && !os.IsNotExist(err) {

@@ -38,15 +38,17 @@ func TestRunWritesItsSection(t *testing.T) {
 		t.Errorf("stdout:\n%s", stdout.String())
 	}
 	got, _ := os.ReadFile(doc)
-	if !bytes.HasPrefix(got, orig) {
+	if !strings.HasPrefix(outside(got), outside(orig)) {
 		t.Fatal("the rest of the document changed")
 	}
-	added := string(got[len(orig):])
+	added := section(got, "bench")
+	if !strings.Contains(outside(got), "## make bench\n") {
+		t.Error("no heading for the bench section")
+	}
 	for _, want := range []string{
-		"## make bench\n",
 		"Run 2026-11-26 03:40 UTC on ",
 		"(Test CPU @ 2.0GHz), Linux 6.1.0-test, 8.0 GiB memory; load average 3.10 2.50 2.00 at the start, 7.50 6.00 5.00 at the end; go1.",
-		"; commit ",
+		"; commit 0123456789ab (dirty: uncommitted changes).",
 		"Packages that failed: conch/cmd/conch.",
 		"| 4 | sustained | 4321 msgs/s | — | — | >=5000 | no |",
 	} {
@@ -60,9 +62,9 @@ func TestRunWritesItsSection(t *testing.T) {
 		t.Fatal(err)
 	}
 	got2, _ := os.ReadFile(doc)
-	if !bytes.HasPrefix(got2, got) || !strings.Contains(string(got2[len(got):]), "## make soak") ||
-		!strings.Contains(string(got2), "| 11 | soak rss | not measured (not run) | — | — | <=40 | no |") {
-		t.Errorf("soak section:\n%s", got2[len(got):])
+	if !strings.HasPrefix(outside(got2), outside(got)) || !strings.Contains(outside(got2), "## make soak") ||
+		section(got2, "bench") != added || !strings.Contains(section(got2, "soak"), "| 11 | soak rss | not measured (not run) | — | — | <=40 | no |") {
+		t.Errorf("soak section:\n%s", got2)
 	}
 
 	// -strict fails when a goal is not met; bad input fails.
@@ -77,6 +79,25 @@ func TestRunWritesItsSection(t *testing.T) {
 	}
 }
 
+// section is the text between a section's markers.
+func section(doc []byte, name string) string {
+	_, rest, _ := strings.Cut(string(doc), "<!-- benchtable:"+name+":begin -->")
+	in, _, _ := strings.Cut(rest, "<!-- benchtable:"+name+":end -->")
+	return in
+}
+
+// outside is the document with what is between the sections' markers
+// left out: what benchtable must never change.
+func outside(doc []byte) string {
+	s := string(doc)
+	for _, name := range []string{"bench", "soak"} {
+		if in := section([]byte(s), name); in != "" {
+			s = strings.Replace(s, in, "", 1)
+		}
+	}
+	return s
+}
+
 func TestStamp(t *testing.T) {
 	proc := t.TempDir()
 	os.WriteFile(filepath.Join(proc, "loadavg"), []byte("1.00 2.00 3.00 1/2 3\n"), 0o644)
@@ -84,7 +105,8 @@ func TestStamp(t *testing.T) {
 	if err := run([]string{"-stamp", "-proc", proc}, nil, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "conch-bench: start 20") || !strings.Contains(out.String(), "conch-bench: load-start 1.00 2.00 3.00\n") {
+	if !strings.Contains(out.String(), "conch-bench: start 20") || !strings.Contains(out.String(), "conch-bench: load-start 1.00 2.00 3.00\n") ||
+		!strings.Contains(out.String(), "conch-bench: commit ") || !strings.Contains(out.String(), "conch-bench: dirty ") {
 		t.Errorf("stamp:\n%s", out.String())
 	}
 }
