@@ -77,10 +77,11 @@ chaos:
 # Benchmarks, one package at a time (scripts/bench.sh), raw output kept in
 # $(BENCH_OUT)/, then the goals' table (internal/benchtable/goals.tsv) written
 # into docs/performance.md's "make bench" / "make soak" section.
-# BENCH_PROFILE=1 keeps each benchmark's CPU and allocation profiles there.
+# BENCH_PROFILE=1 keeps each benchmark's CPU and allocation profiles there;
+# BENCH_PKGS="./gateway/" runs only the packages named.
 BENCH_OUT ?= bench-out
 bench:
-	GO='$(GO)' TAGS='$(TAGS)' BENCH_OUT='$(BENCH_OUT)' BENCH_PROFILE='$(BENCH_PROFILE)' scripts/bench.sh bench
+	GO='$(GO)' TAGS='$(TAGS)' BENCH_OUT='$(BENCH_OUT)' BENCH_PROFILE='$(BENCH_PROFILE)' BENCH_PKGS='$(BENCH_PKGS)' scripts/bench.sh bench
 
 # The soak (BenchmarkSoak): 10,000 messages over 100 Telegram conversations
 # through the real conch up, at least 10 minutes; conch's heap profiles and

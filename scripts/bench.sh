@@ -10,7 +10,9 @@
 #
 # BENCH_PROFILE=1 runs each benchmark on its own with -cpuprofile and
 # -memprofile into $BENCH_OUT/profiles-<date>/ (with the test binary, for
-# go tool pprof). GO, TAGS and BENCH_OUT come from the Makefile.
+# go tool pprof). BENCH_PKGS="./gateway/ ./sqlite/" runs only those packages;
+# BENCH_DOC names another document to write the table into. GO, TAGS and
+# BENCH_OUT come from the Makefile.
 set -u
 section=${1:?usage: scripts/bench.sh bench|soak}
 GO=${GO:-go}
@@ -61,7 +63,7 @@ bench)
 	# counts. -benchtime 1s suits both kinds of benchmark here: b.N loops run
 	# for about a second, those taking their own samples (sandboxdtest.Measure,
 	# >= 200 each) run once or a few times.
-	pkgs=$(git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | grep -v '^sandbox/kubernetes$' | sed 's|^|./|; s|$|/|')
+	pkgs=${BENCH_PKGS:-$(git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | grep -v '^sandbox/kubernetes$' | sed 's|^|./|; s|$|/|')}
 	for p in $pkgs; do
 		case $p in
 		./cmd/conch/) run "$p" 1s -bench . -skip '^BenchmarkSoak$' ;;
@@ -84,6 +86,6 @@ esac
 rm -f "$out/.rc"
 
 echo "conch-bench: end $(date -u '+%Y-%m-%d %H:%M UTC')" >> "$raw"
-"$GO" run ./internal/benchtable/cmd/benchtable -section "$section" "$raw" || status=1
+"$GO" run ./internal/benchtable/cmd/benchtable -section "$section" -doc "${BENCH_DOC:-docs/performance.md}" "$raw" || status=1
 echo "raw output: $raw" >&2
 exit $status
