@@ -710,8 +710,8 @@ func soakFreeAddr(tb testing.TB) string {
 	return ln.Addr().String()
 }
 
-// soakRemoveContainers removes the instance's containers (with their
-// volumes) when the benchmark ends.
+// soakRemoveContainers removes the instance's containers and their
+// workspace volumes when the benchmark ends.
 func soakRemoveContainers(tb testing.TB, api *client.Client, instance string) {
 	tb.Cleanup(func() {
 		ctx := context.Background()
@@ -724,6 +724,14 @@ func soakRemoveContainers(tb testing.TB, api *client.Client, instance string) {
 		}
 		for _, c := range res.Items {
 			api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		}
+		vols, err := api.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", "conch.instance="+instance)})
+		if err != nil {
+			tb.Logf("list the soak's volumes: %v", err)
+			return
+		}
+		for _, v := range vols.Items {
+			api.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
 		}
 	})
 }
