@@ -653,8 +653,8 @@ func BenchmarkSoak(b *testing.B) {
 		fourth := float64(loaded.store-three.store) / float64(loaded.answered-three.answered)
 		b.Logf("store: %.0f bytes a message in the third quarter, %.0f in the fourth; %.1f MiB for %d messages",
 			third, fourth, mib(loaded.store), loaded.answered)
-		b.ReportMetric(fourth/1024, "store-KiB-per-msg")
-		if third > 0 {
+		if third > 0 && fourth > 0 { // a short run may sample no growth in a quarter
+			b.ReportMetric(fourth/1024, "store-KiB-per-msg")
 			b.ReportMetric(fourth/third, "store-growth-x-q3")
 		}
 	}
