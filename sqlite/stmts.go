@@ -28,7 +28,7 @@ type readStmts struct {
 	facts, cursor, auditSince                                *sql.Stmt
 	eventsSince, lastEventSeq                                *sql.Stmt
 	summaries, conversationTurns, auditAfter                 *sql.Stmt
-	latestSummary, modelHistory, contextStatus               *sql.Stmt
+	historyHead, modelHistory, contextStatus               *sql.Stmt
 	turnMessages                                             *sql.Stmt
 	usageSinceAll, usageSinceConversation, usageSincePerson  *sql.Stmt
 	turnUsage, lastModel                                     *sql.Stmt
@@ -80,7 +80,7 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.summaries, sqlConversationSummaries},
 		{&r.conversationTurns, sqlConversationTurns},
 		{&r.auditAfter, sqlAuditAfter},
-		{&r.latestSummary, sqlLatestSummary},
+		{&r.historyHead, sqlHistoryHead},
 		{&r.modelHistory, sqlModelHistory},
 		{&r.contextStatus, sqlContextStatus},
 		{&r.turnMessages, sqlTurnMessages},

@@ -1,0 +1,208 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Grouped commits: every change the Store makes on the conversation path
+// (AddInbound, StartTurn, AppendMessage, RecordStep, AppendEvent,
+// FinishTurn, markers, cursors, usage, …) is a member of a write group.
+// Changes that arrive while a group is being written wait; the next group
+// writes them all in one SQLite transaction, each member inside its own
+// SAVEPOINT, and commits once. A member's own error rolls back its savepoint
+// only: it is that member's error, the others commit. An error that ends the
+// transaction (BEGIN, COMMIT, a full disk, an I/O error) is every member's
+// error: none of the group is stored.
+//
+// A group with a durable member (AddInbound) commits with synchronous=FULL
+// under SyncInbound: one fsync for the whole group, and every member,
+// durable or not, returns only after it. So a channel acknowledges a message
+// only after its group's fsync, and a change another caller made before it
+// is never behind it on disk.
+//
+// Leadership passes from caller to caller: the first caller to find no
+// group being written writes the next one (its own among them) and hands
+// the lead to the first caller still queued. No goroutine runs when nothing
+// is queued, and Close has nothing to stop.
+//
+// Order: a caller's changes are committed in the order it made them (it
+// waits for each); changes of different callers are committed in the order
+// they were queued. Reads (the reader pool) see a change once its group has
+// committed, which is before its caller returns.
+
+// maxGroup bounds how many changes share one transaction.
+const maxGroup = 256
+
+type writeQueue struct {
+	mu      sync.Mutex
+	pending []*writeReq
+	leading bool // a caller is writing a group
+	// requests, groups and synced count what went through, for tests.
+	requests, groups, synced int
+}
+
+type writeReq struct {
+	// ctx is the caller's: a change whose ctx ended before its group ran is
+	// not made. Statements run without it (see writeGroup).
+	ctx     context.Context
+	durable bool
+	fn      func(ctx context.Context, tx *sql.Tx) error
+	// wake receives true when this caller is to write the next group, false
+	// when its result is ready.
+	wake chan bool
+	err  error
+}
+
+// write runs fn as one member of a write group; it returns after the
+// group committed (or failed). fn must use the ctx it is given, not the
+// caller's: a caller that gives up must not interrupt the others' transaction.
+func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return d.enqueue(ctx, false, fn)
+}
+
+// writeDurable is write whose group's commit is synced to disk under
+// SyncInbound (under SyncFull every commit is; under SyncNormal none is).
+func (d *DB) writeDurable(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return d.enqueue(ctx, true, fn)
+}
+
+func (d *DB) enqueue(ctx context.Context, durable bool, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &writeReq{ctx: ctx, durable: durable, fn: fn, wake: make(chan bool, 1)}
+	q := &d.writes
+	q.mu.Lock()
+	q.pending = append(q.pending, r)
+	q.requests++
+	lead := !q.leading
+	q.leading = true
+	q.mu.Unlock()
+	// A caller waits even when its ctx ends: its change may be in the group
+	// being written, and it may be handed the lead.
+	if lead || <-r.wake {
+		d.writeGroup()
+		<-r.wake // own result, delivered by the group just written
+	}
+	return r.err
+}
+
+// writeGroup takes the queued changes (the leader's among them), writes
+// them, wakes their callers and hands the lead to the next queued caller.
+func (d *DB) writeGroup() {
+	q := &d.writes
+	q.mu.Lock()
+	n := min(len(q.pending), maxGroup)
+	group := q.pending[:n:n]
+	q.pending = q.pending[n:]
+	q.groups++
+	durable := false
+	for _, r := range group {
+		durable = durable || r.durable
+	}
+	durable = durable && d.syncInbound
+	if durable {
+		q.synced++
+	}
+	q.mu.Unlock()
+
+	if err := d.diskFull(d.commitGroup(group, durable)); err != nil {
+		for _, r := range group {
+			r.err = err
+		}
+	} else {
+		for _, r := range group {
+			r.err = d.diskFull(r.err)
+		}
+	}
+
+	q.mu.Lock()
+	if len(q.pending) > 0 {
+		q.pending[0].wake <- true
+	} else {
+		q.leading = false
+	}
+	q.mu.Unlock()
+	for _, r := range group {
+		r.wake <- false
+	}
+}
+
+// commitGroup writes group in one transaction. It sets the members' own
+// errors and returns the error that ended the transaction, if any.
+func (d *DB) commitGroup(group []*writeReq, durable bool) (err error) {
+	// Not the ctx of any one caller: cancelling a statement's ctx interrupts
+	// the connection, which may roll back the whole transaction.
+	ctx := context.Background()
+	conn, err := d.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if durable {
+		if _, err := conn.ExecContext(ctx, sqlSyncFull); err != nil {
+			return err
+		}
+		defer func() {
+			// Should this fail, the connection stays FULL: slower, never less safe.
+			if _, resetErr := conn.ExecContext(ctx, sqlSyncNormal); resetErr != nil && err == nil {
+				err = resetErr
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	alone := len(group) == 1
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		if alone {
+			// Its error is the transaction's: nothing else to keep.
+			if r.err = r.fn(ctx, tx); r.err != nil {
+				return nil
+			}
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT member`); err != nil {
+			return err
+		}
+		if r.err = r.fn(ctx, tx); r.err != nil {
+			// Some errors (a full disk, I/O) end the whole transaction;
+			// then the savepoint is gone and so is everybody's change.
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO member`); err != nil {
+				return errors.Join(r.err, fmt.Errorf("roll back one change of a group: %w", err))
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `RELEASE member`); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// exec runs one prepared statement of the writer as a member of a write group.
+func (d *DB) exec(ctx context.Context, st *sql.Stmt, args ...any) (res sql.Result, err error) {
+	err = d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+		return err
+	})
+	return res, err
+}
+
+// execSQL runs one statement as a member of a write group.
+func (d *DB) execSQL(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err = tx.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
