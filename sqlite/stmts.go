@@ -28,7 +28,7 @@ type readStmts struct {
 	facts, cursor, auditSince                                *sql.Stmt
 	eventsSince, lastEventSeq                                *sql.Stmt
 	summaries, conversationTurns, auditAfter                 *sql.Stmt
-	historyHead, modelHistory, contextStatus               *sql.Stmt
+	historyHead, modelHistory, contextStatus                 *sql.Stmt
 	turnMessages                                             *sql.Stmt
 	usageSinceAll, usageSinceConversation, usageSincePerson  *sql.Stmt
 	turnUsage, lastModel                                     *sql.Stmt
