@@ -78,10 +78,10 @@ func (d *DB) ModelHistory(ctx context.Context, key conch.ConversationKey, throug
 	if last <= 0 {
 		last = math.MaxInt64
 	}
-	msgs, pos, from, cached := d.history.begin(conv, gen, summary, last)
+	msgs, pos, from, tok, cached := d.history.begin(conv, gen, summary, last)
 	keep := false
 	stable := int64(math.MaxInt64)
-	defer func() { d.history.end(keep, conv, gen, summary, last, stable, h.Messages, h.Pos) }()
+	defer func() { d.history.end(tok, keep, conv, gen, summary, last, stable, h.Messages, h.Pos) }()
 	// Read after the summary, and from the first turn not kept.
 	after := s.Through
 	if cached && conch.TurnID(from) > after.Turn {

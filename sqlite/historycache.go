@@ -53,7 +53,9 @@ type historyEntry struct {
 	through, stable    int64
 	msgs               []conch.Message
 	pos                []conch.HistoryPos
-	bytes              int
+	// cum[i] is the bytes of msgs[:i+1] (messageBytes); bytes is all of them.
+	cum   []int
+	bytes int
 }
 
 const (
@@ -68,12 +70,19 @@ func newHistoryCache() *historyCache {
 		maxBytes: historyCacheBytes, maxConvs: historyCacheConvs}
 }
 
+// historyToken ties an end to its begin: the entry begin copied from and
+// how many of its messages it copied.
+type historyToken struct {
+	e *historyEntry
+	n int
+}
+
 // begin starts a read of conversation conv (generation gen, newest
 // summary id summary) through turn through and returns the cached prefix:
 // the messages of turns before from, the caller reads on from turn from.
 // ok is false when there is none: the caller reads from the summary on.
-// Every begin is followed by one end.
-func (c *historyCache) begin(conv, gen, summary, through int64) (msgs []conch.Message, pos []conch.HistoryPos, from int64, ok bool) {
+// Every begin is followed by one end with the token.
+func (c *historyCache) begin(conv, gen, summary, through int64) (msgs []conch.Message, pos []conch.HistoryPos, from int64, tok historyToken, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.reading[conv]
@@ -85,12 +94,12 @@ func (c *historyCache) begin(conv, gen, summary, through int64) (msgs []conch.Me
 	el, found := c.entries[conv]
 	if !found {
 		c.misses++
-		return nil, nil, 0, false
+		return nil, nil, 0, tok, false
 	}
 	e := el.Value.(*historyEntry)
 	if e.gen != gen || e.summary != summary || through < e.through {
 		c.misses++
-		return nil, nil, 0, false
+		return nil, nil, 0, tok, false
 	}
 	c.lru.MoveToFront(el)
 	c.hits++
@@ -98,21 +107,20 @@ func (c *historyCache) begin(conv, gen, summary, through int64) (msgs []conch.Me
 	for n > 0 && int64(e.pos[n-1].Turn) >= e.stable {
 		n--
 	}
+	// The caller's own copy: the entry's slices are never handed out.
 	msgs = make([]conch.Message, n, n+8)
 	copy(msgs, e.msgs[:n])
 	pos = make([]conch.HistoryPos, n, n+8)
 	copy(pos, e.pos[:n])
-	return msgs, pos, e.stable, true
+	return msgs, pos, e.stable, historyToken{e: e, n: n}, true
 }
 
 // end ends a read begun with begin. With keep it keeps the view read
 // (through turn through, stable as described on historyCache), unless the
-// conversation was written to while it was read. msgs and pos are copied.
-func (c *historyCache) end(keep bool, conv, gen, summary, through, stable int64, msgs []conch.Message, pos []conch.HistoryPos) {
-	size := 0
-	for _, m := range msgs {
-		size += messageBytes(m)
-	}
+// conversation was written to while it was read. When the entry begin
+// copied from is still there, only what was read after its prefix is
+// copied into it; otherwise msgs and pos are copied into a new entry.
+func (c *historyCache) end(tok historyToken, keep bool, conv, gen, summary, through, stable int64, msgs []conch.Message, pos []conch.HistoryPos) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.reading[conv]
@@ -122,14 +130,33 @@ func (c *historyCache) end(keep bool, conv, gen, summary, through, stable int64,
 	if !keep || r.dirty {
 		return
 	}
-	c.removeLocked(conv)
-	if size > c.maxBytes/4 {
-		return // one view must not push out all the others
+	e := tok.e
+	if el, ok := c.entries[conv]; !ok || e == nil || el.Value.(*historyEntry) != e || len(e.msgs) < tok.n {
+		c.removeLocked(conv)
+		e = &historyEntry{conv: conv, gen: gen, summary: summary}
+		c.entries[conv] = c.lru.PushFront(e)
+		tok.n = 0
+	} else {
+		c.lru.MoveToFront(el)
 	}
-	e := &historyEntry{conv: conv, gen: gen, summary: summary, through: through, stable: stable,
-		msgs: append([]conch.Message(nil), msgs...), pos: append([]conch.HistoryPos(nil), pos...), bytes: size}
-	c.entries[conv] = c.lru.PushFront(e)
+	c.bytes -= e.bytes
+	e.through, e.stable = through, stable
+	e.msgs = append(e.msgs[:tok.n], msgs[tok.n:]...)
+	e.pos = append(e.pos[:tok.n], pos[tok.n:]...)
+	e.cum = e.cum[:tok.n]
+	size := 0
+	if tok.n > 0 {
+		size = e.cum[tok.n-1]
+	}
+	for _, m := range msgs[tok.n:] {
+		size += messageBytes(m)
+		e.cum = append(e.cum, size)
+	}
+	e.bytes = size
 	c.bytes += size
+	if size > c.maxBytes/4 {
+		c.removeLocked(conv) // one view must not push out all the others
+	}
 	for (c.bytes > c.maxBytes || len(c.entries) > c.maxConvs) && c.lru.Len() > 0 {
 		c.removeLocked(c.lru.Back().Value.(*historyEntry).conv)
 	}
