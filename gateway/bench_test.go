@@ -13,20 +13,23 @@ import (
 	"conch/agent"
 	"conch/fake"
 	"conch/sqlite/sqlitetest"
+	"conch/usage"
 )
 
 // benchEnv is a gateway over a real file-backed store and an instant model,
 // so the figures are the gateway's own overhead: allowlist, durable store
 // writes, queueing, the agent loop's bookkeeping and delivery.
 //
-// The store is opened as conch up opens it: a file, WAL, the default sync
-// mode (SyncInbound: a message is acknowledged after its group's fsync).
+// The store is opened and used as conch up does: a file, WAL, the default
+// sync mode (SyncInbound: a message is acknowledged after its group's
+// fsync), the event log, usage recorded per model call and the context
+// managed in the default window.
 func benchEnv(b *testing.B) (*Gateway, *fake.Channel, func()) {
-	return benchEnvWith(b, agent.Options{})
+	return benchEnvWith(b, agent.Options{ContextWindow: defaultWindow})
 }
 
-// benchEnvWith is benchEnv with agent options (Model, Store, Facts and
-// Context are filled in).
+// benchEnvWith is benchEnv with agent options (Model, Store, Facts, Meter
+// and, with a window, Context are filled in).
 func benchEnvWith(b *testing.B, ao agent.Options) (*Gateway, *fake.Channel, func()) {
 	b.Helper()
 	db := sqlitetest.MustOpenFile(b)
@@ -38,6 +41,7 @@ func benchEnvWith(b *testing.B, ao agent.Options) (*Gateway, *fake.Channel, func
 		return conch.ModelResponse{Text: "re: " + req.Messages[len(req.Messages)-1].Text, StopReason: conch.StopEnd}, nil
 	}}
 	ao.Model, ao.Store, ao.Facts = model, db, db
+	ao.Meter = usage.NewMeter(usage.Options{Store: db, Audit: db})
 	if ao.ContextWindow > 0 {
 		ao.Context = db
 	}
@@ -46,7 +50,7 @@ func benchEnvWith(b *testing.B, ao agent.Options) (*Gateway, *fake.Channel, func
 		b.Fatal(err)
 	}
 	ch := fake.NewChannel(cli)
-	gw, err := New(Options{Store: db, Agent: ag, Channels: []conch.Channel{ch}, Facts: db,
+	gw, err := New(Options{Store: db, Agent: ag, Channels: []conch.Channel{ch}, Facts: db, Events: db,
 		Allow: map[conch.ChannelName]Allowlist{cli: NewAllowlist("*")}})
 	if err != nil {
 		b.Fatal(err)
@@ -182,11 +186,11 @@ func reportPercentiles(b *testing.B, prefix string, lat []time.Duration) {
 // benchSummary is the instant model's summary of a compaction (about 250 tokens).
 var benchSummary = strings.Repeat("The person asked about failing tests in the build log; the first failure was explained. ", 12)
 
-// longWindow is the context window the long-conversation benchmark runs
-// with: what conch up assumes for a model whose window it does not know
+// defaultWindow is the context window the benchmarks run with: what conch
+// up assumes for a model whose window it does not know
 // (llm.DefaultContextWindow; model.context_window = 0 by default), so the
 // agent manages the context as it does by default and compacts at 70 %.
-const longWindow = 32768
+const defaultWindow = 32768
 
 // BenchmarkLongConversation measures one message's round trip at turn 10
 // and at turn 1,000 of a conversation, with the instant model, the real
@@ -197,7 +201,7 @@ const longWindow = 32768
 // is not re-read from the start each turn.
 func BenchmarkLongConversation(b *testing.B) {
 	const samples, long = 200, 1000
-	gw, ch, stop := benchEnvWith(b, agent.Options{ContextWindow: longWindow})
+	gw, ch, stop := benchEnvWith(b, agent.Options{ContextWindow: defaultWindow})
 	defer stop()
 	ctx := context.Background()
 	sent := 0

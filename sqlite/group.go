@@ -51,6 +51,10 @@ type writeReq struct {
 	ctx     context.Context
 	durable bool
 	fn      func(ctx context.Context, tx *sql.Tx) error
+	// auto, when set, makes the same change as fn as one statement in
+	// its own (autocommit) transaction: a group of this change alone runs
+	// it, which saves the BEGIN and COMMIT round trips.
+	auto func(ctx context.Context) error
 	// wake receives true when this caller is to write the next group, false
 	// when its result is ready.
 	wake chan bool
@@ -71,10 +75,14 @@ func (d *DB) writeDurable(ctx context.Context, fn func(ctx context.Context, tx *
 }
 
 func (d *DB) enqueue(ctx context.Context, durable bool, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	if err := ctx.Err(); err != nil {
+	return d.enqueueReq(&writeReq{ctx: ctx, durable: durable, fn: fn})
+}
+
+func (d *DB) enqueueReq(r *writeReq) error {
+	if err := r.ctx.Err(); err != nil {
 		return err
 	}
-	r := &writeReq{ctx: ctx, durable: durable, fn: fn, wake: make(chan bool, 1)}
+	r.wake = make(chan bool, 1)
 	q := &d.writes
 	q.mu.Lock()
 	q.pending = append(q.pending, r)
@@ -110,7 +118,15 @@ func (d *DB) writeGroup() {
 	}
 	q.mu.Unlock()
 
-	if err := d.diskFull(d.commitGroup(group, durable)); err != nil {
+	var err error
+	if r := group[0]; len(group) == 1 && r.auto != nil && !durable {
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.err = r.auto(context.Background())
+		}
+	} else {
+		err = d.commitGroup(group, durable)
+	}
+	if err := d.diskFull(err); err != nil {
 		for _, r := range group {
 			r.err = err
 		}
@@ -191,18 +207,28 @@ func (d *DB) commitGroup(group []*writeReq, durable bool) (err error) {
 
 // exec runs one prepared statement of the writer as a member of a write group.
 func (d *DB) exec(ctx context.Context, st *sql.Stmt, args ...any) (res sql.Result, err error) {
-	err = d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-		return err
-	})
+	err = d.enqueueReq(&writeReq{ctx: ctx,
+		fn: func(ctx context.Context, tx *sql.Tx) error {
+			res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			return err
+		},
+		auto: func(ctx context.Context) error {
+			res, err = st.ExecContext(ctx, args...)
+			return err
+		}})
 	return res, err
 }
 
 // execSQL runs one statement as a member of a write group.
 func (d *DB) execSQL(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
-	err = d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err = tx.ExecContext(ctx, query, args...)
-		return err
-	})
+	err = d.enqueueReq(&writeReq{ctx: ctx,
+		fn: func(ctx context.Context, tx *sql.Tx) error {
+			res, err = tx.ExecContext(ctx, query, args...)
+			return err
+		},
+		auto: func(ctx context.Context) error {
+			res, err = d.w.ExecContext(ctx, query, args...)
+			return err
+		}})
 	return res, err
 }
