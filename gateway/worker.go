@@ -40,7 +40,7 @@ type conversation struct {
 	// holding is a queued turn whose pending state is being announced
 	// (enqueue): the worker does not take it before.
 	holding conch.TurnID
-	cur   *running
+	cur     *running
 	// full counts the turns in a row that waited for room in the store
 	// (the worker's own; it paces the next wait).
 	full int
