@@ -205,6 +205,10 @@ func TestGroupsSurviveKill(t *testing.T) {
 	// The child prints "ack <turn> <text>" after each AddInbound returned
 	// and "done <turn>" after each FinishTurn returned.
 	acked, done := map[int64]string{}, map[int64]bool{}
+	kill := 400
+	if testing.Short() {
+		kill = 100
+	}
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -218,7 +222,7 @@ func TestGroupsSurviveKill(t *testing.T) {
 		case "done":
 			done[id] = true
 		}
-		if len(acked) == 400 {
+		if len(acked) == kill {
 			cmd.Process.Signal(syscall.SIGKILL)
 		}
 	}
@@ -227,8 +231,8 @@ func TestGroupsSurviveKill(t *testing.T) {
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("child: got %v, want death by SIGKILL", err)
 	}
-	if len(acked) < 400 {
-		t.Fatalf("the child acknowledged %d messages before it died, want 400", len(acked))
+	if len(acked) < kill {
+		t.Fatalf("the child acknowledged %d messages before it died, want %d", len(acked), kill)
 	}
 	d, err := Open(t.Context(), path)
 	if err != nil {
