@@ -6,6 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"conch"
 )
 
 // Grouped commits: every change the Store makes on the conversation path
@@ -55,6 +60,10 @@ type writeReq struct {
 	// its own (autocommit) transaction: a group of this change alone runs
 	// it, which saves the BEGIN and COMMIT round trips.
 	auto func(ctx context.Context) error
+	// single says fn runs one statement that changes something (and
+	// returns its error): the statement's own atomicity stands in for a
+	// savepoint.
+	single bool
 	// wake receives true when this caller is to write the next group, false
 	// when its result is ready.
 	wake chan bool
@@ -188,17 +197,25 @@ func (d *DB) commitGroup(group []*writeReq, durable bool) (err error) {
 			}
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT member`); err != nil {
+		if r.single {
+			// A refused statement is undone by SQLite and the transaction
+			// goes on; any other error may have ended it: everybody's.
+			if r.err = r.fn(ctx, tx); r.err != nil && !statementOnly(r.err) {
+				return r.err
+			}
+			continue
+		}
+		if _, err := tx.StmtContext(ctx, d.ws.savepoint).ExecContext(ctx); err != nil {
 			return err
 		}
 		if r.err = r.fn(ctx, tx); r.err != nil {
 			// Some errors (a full disk, I/O) end the whole transaction;
 			// then the savepoint is gone and so is everybody's change.
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO member`); err != nil {
+			if _, err := tx.StmtContext(ctx, d.ws.rollbackTo).ExecContext(ctx); err != nil {
 				return errors.Join(r.err, fmt.Errorf("roll back one change of a group: %w", err))
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `RELEASE member`); err != nil {
+		if _, err := tx.StmtContext(ctx, d.ws.release).ExecContext(ctx); err != nil {
 			return err
 		}
 	}
@@ -207,7 +224,7 @@ func (d *DB) commitGroup(group []*writeReq, durable bool) (err error) {
 
 // exec runs one prepared statement of the writer as a member of a write group.
 func (d *DB) exec(ctx context.Context, st *sql.Stmt, args ...any) (res sql.Result, err error) {
-	err = d.enqueueReq(&writeReq{ctx: ctx,
+	err = d.enqueueReq(&writeReq{ctx: ctx, single: true,
 		fn: func(ctx context.Context, tx *sql.Tx) error {
 			res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 			return err
@@ -221,7 +238,7 @@ func (d *DB) exec(ctx context.Context, st *sql.Stmt, args ...any) (res sql.Resul
 
 // execSQL runs one statement as a member of a write group.
 func (d *DB) execSQL(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
-	err = d.enqueueReq(&writeReq{ctx: ctx,
+	err = d.enqueueReq(&writeReq{ctx: ctx, single: true,
 		fn: func(ctx context.Context, tx *sql.Tx) error {
 			res, err = tx.ExecContext(ctx, query, args...)
 			return err
@@ -231,4 +248,23 @@ func (d *DB) execSQL(ctx context.Context, query string, args ...any) (res sql.Re
 			return err
 		}})
 	return res, err
+}
+
+// write1 is write for an fn that runs one statement changing something and
+// returns its error (or an error of its own only when the statement changed
+// nothing): it needs no savepoint in a group.
+func (d *DB) write1(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return d.enqueueReq(&writeReq{ctx: ctx, fn: fn, single: true})
+}
+
+// statementOnly reports whether err, from a member that ran one statement,
+// left the group's transaction as it was: the statement was refused (a
+// constraint: SQLite undid it) or changed nothing (no row, not found).
+// Other errors (a full disk, I/O, no memory) may have ended the transaction.
+func statementOnly(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+	}
+	return errors.Is(err, sql.ErrNoRows) || conch.KindOf(err) == conch.KindNotFound
 }

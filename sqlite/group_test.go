@@ -298,3 +298,57 @@ func groupKillChild(path string) {
 	}
 	wg.Wait()
 }
+
+// In a group, a one-statement change that is refused (a constraint, a
+// missing turn) fails alone: the statement is undone by SQLite, the
+// transaction goes on, and the others commit.
+func TestGroupSingleStatementFailsAlone(t *testing.T) {
+	ctx := t.Context()
+	d, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	key := conch.ConversationKey{Channel: "web", ID: "1"}
+	tr, _, err := d.AddInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AppendEvent(ctx, conch.Event{Key: key, Seq: 1, Data: conch.TurnState{Status: conch.TurnPending}}); err != nil {
+		t.Fatal(err)
+	}
+	beforeReq, beforeGroups := d.writes.requests, d.writes.groups
+	release := holdWriter(t, d)
+	var wg sync.WaitGroup
+	var dupEvent, missingTurn, event2, step, answer error
+	wg.Go(func() {
+		dupEvent = d.AppendEvent(ctx, conch.Event{Key: key, Seq: 1, Data: conch.TurnState{Status: conch.TurnRunning}})
+	})
+	wg.Go(func() {
+		missingTurn = d.AppendMessage(ctx, tr.ID+100, conch.Message{Role: conch.RoleAssistant, Text: "lost"})
+	})
+	wg.Go(func() {
+		event2 = d.AppendEvent(ctx, conch.Event{Key: key, Seq: 2, Data: conch.TurnState{Status: conch.TurnRunning}})
+	})
+	wg.Go(func() { step = d.RecordStep(ctx, conch.Step{Turn: tr.ID, Kind: "model_call"}) })
+	wg.Go(func() { answer = d.AppendMessage(ctx, tr.ID, conch.Message{Role: conch.RoleAssistant, Text: "hello"}) })
+	release(beforeReq + 5)
+	wg.Wait()
+	if dupEvent == nil || conch.KindOf(missingTurn) != conch.KindNotFound {
+		t.Errorf("refused changes: duplicate event %v, missing turn %v; want both refused", dupEvent, missingTurn)
+	}
+	if event2 != nil || step != nil || answer != nil {
+		t.Errorf("changes beside them: event %v, step %v, answer %v; want all stored", event2, step, answer)
+	}
+	if g := d.writes.groups - beforeGroups; g > 2 {
+		t.Errorf("5 changes took %d groups, want at most 2", g)
+	}
+	evs, err := d.EventsSince(ctx, key, 0, 10)
+	if err != nil || len(evs) != 2 || evs[0].Data.(conch.TurnState).Status != conch.TurnPending {
+		t.Errorf("events: %+v, %v; want the first pending and seq 2", evs, err)
+	}
+	steps, err := d.Steps(ctx, tr.ID)
+	if err != nil || len(steps) != 1 {
+		t.Errorf("steps: %+v, %v; want one", steps, err)
+	}
+}

@@ -20,6 +20,7 @@ type writeStmts struct {
 	deleteCursor                                               *sql.Stmt
 	appendEvent, addSummary, setContextUse                     *sql.Stmt
 	recordUsage                                                *sql.Stmt
+	savepoint, rollbackTo, release                             *sql.Stmt
 }
 
 // readStmts run on the reader pool.
@@ -62,6 +63,9 @@ func (w *writeStmts) specs() []stmtSpec {
 		{&w.addSummary, sqlAddSummary},
 		{&w.setContextUse, sqlSetContextUse},
 		{&w.recordUsage, sqlRecordUsage},
+		{&w.savepoint, `SAVEPOINT member`},
+		{&w.rollbackTo, `ROLLBACK TO member`},
+		{&w.release, `RELEASE member`},
 	}
 }
 

@@ -115,7 +115,7 @@ func (d *DB) FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnS
 	}
 	now := millis(d.now())
 	var conv int64
-	err := d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := tx.StmtContext(ctx, d.ws.finishTurn).QueryRowContext(ctx, status, reason, now, id).Scan(&conv)
 		if errors.Is(err, sql.ErrNoRows) {
 			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
@@ -174,7 +174,7 @@ func (d *DB) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message
 	}
 	now := millis(d.now())
 	var conv int64
-	err = d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := tx.StmtContext(ctx, d.ws.appendMessage).QueryRowContext(ctx, m.Role, m.Text, calls, result, m.Note, now, id).Scan(&conv)
 		if errors.Is(err, sql.ErrNoRows) {
 			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
@@ -241,7 +241,7 @@ func (d *DB) RecordStep(ctx context.Context, s conch.Step) error {
 	if s.At.IsZero() {
 		s.At = d.now()
 	}
-	if err := d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	if err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.StmtContext(ctx, d.ws.recordStep).ExecContext(ctx, s.Turn, s.Kind, detail, millis(s.At))
 		return err
 	}); err != nil {
@@ -522,7 +522,7 @@ func (d *DB) SetAttachments(ctx context.Context, turn conch.TurnID, as []conch.A
 		return fmt.Errorf("set attachments of turn %d: %w", turn, err)
 	}
 	var conv int64
-	err = d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `UPDATE turns SET attachments = ? WHERE id = ? RETURNING conversation_id`, atts, turn).Scan(&conv)
 		if errors.Is(err, sql.ErrNoRows) {
 			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", turn)
