@@ -159,7 +159,7 @@ func (d *DB) writeGroup() {
 
 // commitGroup writes group in one transaction. It sets the members' own
 // errors and returns the error that ended the transaction, if any.
-func (d *DB) commitGroup(group []*writeReq, durable bool) (err error) {
+func (d *DB) commitGroup(group []*writeReq, durable bool) error {
 	// Not the ctx of any one caller: cancelling a statement's ctx interrupts
 	// the connection, which may roll back the whole transaction.
 	ctx := context.Background()
@@ -173,10 +173,11 @@ func (d *DB) commitGroup(group []*writeReq, durable bool) (err error) {
 			return err
 		}
 		defer func() {
-			// Should this fail, the connection stays FULL: slower, never less safe.
-			if _, resetErr := conn.ExecContext(ctx, sqlSyncNormal); resetErr != nil && err == nil {
-				err = resetErr
-			}
+			// Should this fail, the connection stays FULL: slower, never
+			// less safe. It is not the group's error: what it changed is
+			// committed, and telling its callers otherwise would have them
+			// make their changes again.
+			_, _ = conn.ExecContext(ctx, sqlSyncNormal)
 		}()
 	}
 	tx, err := conn.BeginTx(ctx, nil)
