@@ -60,9 +60,12 @@ type historyEntry struct {
 
 const (
 	// historyCacheConvs and historyCacheBytes bound the cache: the views of
-	// the conversations in use, not of every conversation ever seen.
+	// the conversations in use, not of every conversation ever seen, and
+	// little of conch's memory (a view of a 32k-token window is about
+	// 100 KiB; one over a quarter of the bytes is not kept, and is read
+	// whole each turn as before).
 	historyCacheConvs = 256
-	historyCacheBytes = 32 << 20
+	historyCacheBytes = 8 << 20
 )
 
 func newHistoryCache() *historyCache {
