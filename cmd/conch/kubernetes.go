@@ -57,6 +57,8 @@ func kubernetesOptions(cfg *config.Config, instance string) (kubernetes.Options,
 		CPUMilli: h.NanoCPUs / 1e6, Memory: h.Memory, TmpSize: h.TmpSize,
 		IdleStop: s.IdleStopD(), // sandbox.idle_stop: the pod goes, its claim stays
 		WarmPool: k.WarmPool,
+		// Every pod gets the skills conch copies for sandboxes (webtools.go).
+		SkillsDir: skillsSandboxDir(cfg),
 	}
 	if k.StartTimeout != nil {
 		o.StartTimeout = k.StartTimeout.D()

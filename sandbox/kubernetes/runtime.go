@@ -45,6 +45,8 @@ type Runtime struct {
 	assigned    map[string]string
 	scanned     bool // assigned was filled from the cluster
 
+	skillsHash skillsHash // the host's skills, hashed at most once a second
+
 	life context.Context // ends at Close: the janitor
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -71,6 +73,9 @@ type box struct {
 	uid      string
 	client   *sandboxd.Client
 	released bool
+
+	// skills is what the pod's skills volume holds; guarded by lock.
+	skills skillsSent
 
 	// idle is set when the janitor deleted the pod for idleness (not again
 	// until the next use).
@@ -275,6 +280,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	// since, is used without asking the API server again (one GET per tool
 	// call would be the API server's load and its client's rate limit).
 	if b.client != nil && r.opts.Now().UnixNano()-b.verified.Load() < int64(verifyEvery) {
+		r.syncSkillsLocked(ctx, b)
 		return nil
 	}
 	pods := r.cs.CoreV1().Pods(r.ns)
@@ -296,6 +302,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	}
 	if p != nil && b.client != nil && string(p.UID) == b.uid && podReady(p) {
 		b.verified.Store(r.opts.Now().UnixNano())
+		r.syncSkillsLocked(ctx, b)
 		return nil
 	}
 	b.closeClient()
@@ -312,6 +319,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	if b.client == nil { // a claimed pool pod comes with its stream open
 		b.client = r.poolClient(p)
 	}
+	r.syncSkillsLocked(ctx, b)
 	return nil
 }
 
