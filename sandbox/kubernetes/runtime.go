@@ -46,6 +46,7 @@ type Runtime struct {
 	scanned     bool // assigned was filled from the cluster
 
 	skillsHash skillsHash // the host's skills, hashed at most once a second
+	metrics    *metricsReader
 
 	life context.Context // ends at Close: the janitor
 	stop context.CancelFunc
@@ -126,6 +127,9 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	r := &Runtime{opts: o, rest: rc, cs: cs, ns: o.Namespace, boxes: map[string]*box{}, assigned: map[string]string{},
 		spec: spec{o: o, instance: InstanceLabel(o.InstanceID)}}
 	r.hash = r.spec.profileHash()
+	if r.metrics, err = newMetricsReader(rc, cs.Discovery(), r.ns, o.Now); err != nil {
+		return nil, &conch.Error{Kind: conch.KindInvalid, Err: err}
+	}
 	if v, err := cs.Discovery().ServerVersion(); err != nil {
 		return nil, r.apiErr("reach the API server", err)
 	} else {
