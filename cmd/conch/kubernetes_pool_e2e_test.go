@@ -41,6 +41,9 @@ func TestChatKubernetesWarmPool(t *testing.T) {
 	p := startConch(t, env, "up")
 	p.waitStderr(t, "Web chat: open http://"+addr+"/login?token=")
 	pooled := waitPoolPods(t, e, instance, nil)[0]
+	// Running as the API server has it is not yet in conch's pool: its
+	// agent stream is opened and pinged first.
+	p.waitStderr(t, "warm pool pod ready")
 
 	srv.Push(fakellm.ToolCall("bash", `{"command":"id -u"}`), fakellm.Text("Ran it."))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

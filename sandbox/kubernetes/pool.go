@@ -192,7 +192,7 @@ func (r *Runtime) addPoolPod(ctx context.Context) error {
 	if closed {
 		_ = c.Close()
 	}
-	r.opts.Logger.Debug("warm pool pod ready", "pod", name)
+	r.opts.Logger.Info("warm pool pod ready", "pod", name)
 	return nil
 }
 
