@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -52,7 +53,7 @@ func reap() {
 // dir/skills, where the pod's skills volume is mounted (the volume at dir
 // is read-only there, so the mount point must exist in it).
 func InstallSelf(dir, name string) (string, error) {
-	if err := os.MkdirAll(filepath.Join(dir, "skills"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, "skills"), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("install: %w", err)
 	}
 	exe, err := os.Executable()
