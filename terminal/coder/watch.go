@@ -10,8 +10,10 @@ import (
 )
 
 // watch calls check with the screen whenever the session changed (at most
-// every 50 ms) or when check asked to be called again, until check says
-// done or ctx ends.
+// every 50 ms, so that a burst of output lands first) or when check asked
+// to be called again, until check says done or ctx ends. A marker (a
+// CLI's hook, the shell's prompt) or the program's end is looked at at
+// once: it is an event, not output still being drawn.
 func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (done bool, recheck time.Time, err error)) error {
 	const minGap = 50 * time.Millisecond
 	timer := time.NewTimer(time.Hour)
@@ -42,8 +44,10 @@ func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (
 		select {
 		case <-ch:
 			// Let a burst of output (a spinner) land before looking.
-			if err := backoff.Sleep(ctx, minGap); err != nil {
-				return err
+			if now, _ := c.s.Snapshot(); !marked(sn, now) {
+				if err := backoff.Sleep(ctx, minGap); err != nil {
+					return err
+				}
 			}
 		case <-timer.C:
 			first = true
@@ -57,6 +61,13 @@ func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (
 			}
 		}
 	}
+}
+
+// marked reports whether a marker came, or the program or its stream
+// ended, between the snapshots before and now.
+func marked(before, now terminal.Snapshot) bool {
+	return now.TurnSeq != before.TurnSeq || now.DoneSeq != before.DoneSeq || now.ReadySeq != before.ReadySeq ||
+		now.Dead != before.Dead || now.Ended != before.Ended
 }
 
 func hasAny(lines []string, markers []string) bool {
