@@ -207,9 +207,12 @@ func (s *chatSession) send(ctx context.Context, f clientFrame) {
 		fail("This message is not valid UTF-8; nothing was sent.")
 		return
 	}
-	h := s.c.handlerOrNil()
+	h := s.c.waitHandler(ctx)
 	if h == nil {
-		fail("conch is still starting; try again in a moment.")
+		if ctx.Err() == nil {
+			s.c.log.Warn("web message refused: conch is still starting", "conversation", s.key.String())
+			fail("conch is still starting; try again in a moment.")
+		}
 		return
 	}
 	atts, why := s.c.files(f.Files)
