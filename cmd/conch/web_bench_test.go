@@ -108,7 +108,7 @@ func (wb *webBench) newConversation(b *testing.B) string {
 }
 
 func (wb *webBench) socket(b *testing.B, id string) *websocket.Conn {
-	u := "ws" + strings.TrimPrefix(wb.srv.URL, "http") + "/api/chat?c=" + id + "&after=0"
+	u := "ws" + strings.TrimPrefix(wb.srv.URL, "http") + "/api/chat?c=" + id + "&after=0&batch=1" // as the page opens it
 	conn, _, err := websocket.Dial(context.Background(), u, &websocket.DialOptions{HTTPClient: wb.client, HTTPHeader: http.Header{"Origin": {wb.srv.URL}}})
 	if err != nil {
 		b.Fatal(err)
@@ -199,16 +199,22 @@ func benchFanout(b *testing.B, event func(i, j int) conch.EventData) {
 			if err != nil {
 				return err
 			}
-			var f struct {
+			type frame struct {
 				Event struct {
 					Data struct{ Text string } `json:"data"`
 				} `json:"event"`
 			}
+			var f struct {
+				frame
+				Frames []frame `json:"frames"` // an "events" frame
+			}
 			if err := json.Unmarshal(data, &f); err != nil {
 				return err
 			}
-			if f.Event.Data.Text == want {
-				return nil
+			for _, g := range append(f.Frames, f.frame) {
+				if g.Event.Data.Text == want {
+					return nil
+				}
 			}
 		}
 	}
