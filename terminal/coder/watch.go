@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"conch/internal/backoff"
 	"conch/terminal"
 )
 
@@ -43,11 +42,10 @@ func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (
 		timer.Reset(wait)
 		select {
 		case <-ch:
-			// Let a burst of output (a spinner) land before looking.
-			if now, _ := c.s.Snapshot(); !marked(sn, now) {
-				if err := backoff.Sleep(ctx, minGap); err != nil {
-					return err
-				}
+			// Let a burst of output (a spinner) land before looking,
+			// unless a marker comes meanwhile.
+			if err := c.gap(ctx, sn, minGap); err != nil {
+				return err
 			}
 		case <-timer.C:
 			first = true
@@ -59,6 +57,26 @@ func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (
 			case <-timer.C:
 			default:
 			}
+		}
+	}
+}
+
+// gap waits d, or less when a marker comes (or the program or its stream
+// ends) after the snapshot sn.
+func (c *Coder) gap(ctx context.Context, sn terminal.Snapshot, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		now, next := c.s.Snapshot()
+		if marked(sn, now) {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
