@@ -231,12 +231,20 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 	default:
 		return res, err
 	}
-	lines, err := c.s.Observe(ctx)
-	if err != nil {
+	// The screen and the answer and files (through the sandbox's agent)
+	// are read at once: neither needs the other.
+	var lines []string
+	observed := make(chan error, 1)
+	go func() {
+		var err error
+		lines, err = c.s.Observe(ctx)
+		observed <- err
+	}()
+	c.endTurn(ctx, &res)
+	if err := <-observed; err != nil {
 		return res, err
 	}
 	res.Text = c.redact(terminal.Elide(c.clean(lines), 60, 20, 30))
-	c.endTurn(ctx, &res)
 	if res.State == TurnCrashed {
 		c.running = false
 		screen := res.Text
