@@ -15,7 +15,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages with concurrency, run under the race detector (which needs cgo).
 RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egress/... ./channel/... ./terminal/... ./tool/... ./internal/testenv/fakellm/... ./obs/metrics/... ./schedule/...
 
-.PHONY: build test race vet tidy-check staticcheck check fmt bench chaos fuzz clean build-kubernetes kube-e2e
+.PHONY: build test race vet tidy-check staticcheck check fmt bench chaos fuzz clean build-kubernetes kube-e2e kube-kubelet
 
 build:
 	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
@@ -33,7 +33,14 @@ kube-e2e:
 	$(GO) vet -tags $(TAGS),kubernetes ./sandbox/kubernetes/ ./internal/testenv/kube/... ./cmd/conch/
 	$(STATICCHECK) -tags $(TAGS),kubernetes ./sandbox/kubernetes/ ./internal/testenv/kube/... ./cmd/conch/
 	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 20m -count=1 -run 'TestKubernetes' ./sandbox/kubernetes/
-	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 20m -count=1 -run 'TestChatKubernetes' ./cmd/conch/
+	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 40m -count=1 -run 'TestChatKubernetes' ./cmd/conch/
+
+# The Kubernetes backend's pods under a REAL kubelet (built once into the
+# test cache, ~2 min of CPU) with containerd, runc and the CNI plugins from
+# apt (containerd, containernetworking-plugins); root. docs/kubernetes.md.
+kube-kubelet:
+	$(GO) run ./internal/testenv/kube/cmd/prebuild -kubelet
+	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 20m -count=1 -run 'TestKubeletNode' ./sandbox/kubernetes/
 
 test:
 	$(GO) test -tags $(TAGS) -timeout 25m ./...

@@ -47,6 +47,7 @@ require (
 	k8s.io/client-go v0.37.2
 	k8s.io/cri-streaming v0.37.2
 	k8s.io/klog/v2 v2.140.0
+	k8s.io/metrics v0.37.2
 	k8s.io/streaming v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	maunium.net/go/mautrix v0.31.0

@@ -349,7 +349,7 @@ func (g *Gateway) waitWorkers(ctx context.Context) error {
 
 func (g *Gateway) busyLocked() bool {
 	for _, c := range g.convs {
-		if c.busy {
+		if c.busy || c.holding != 0 {
 			return true
 		}
 	}
@@ -393,22 +393,43 @@ const alreadyQueued = -1
 
 // enqueue adds a turn to its conversation's queue and returns its position
 // among waiting turns (0 = runs now, alreadyQueued = it was there).
+//
+// With announce it publishes the turn's pending state before any worker can
+// take it, so its running state always comes after. Publishing keeps the
+// event (a store write): it happens outside g.mu, which every conversation
+// shares, while the turn is held (conversation.holding) — its worker does
+// not take it until it is announced.
 func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int, error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	// announce publishes the turn's pending state before any worker can
-	// take it (it takes g.mu), so its running state always comes after.
-	pending := func(pos int) {
-		if announce {
-			g.hub.Publish(ctx, t.Key, t.ID, conch.TurnState{Status: conch.TurnPending, Queued: pos})
-		}
+	pos, announcePos, c := g.enqueueLocked(t)
+	if !announce || announcePos < 0 {
+		g.mu.Unlock()
+		return pos, nil
 	}
+	c.holding = t.ID
+	g.mu.Unlock()
+
+	g.hub.Publish(ctx, t.Key, t.ID, conch.TurnState{Status: conch.TurnPending, Queued: announcePos})
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c.holding = 0
+	if !c.busy && !g.resuming && g.ctx != nil && len(c.queue) > 0 {
+		c.start()
+	}
+	g.idle.Broadcast() // WaitIdle counts a held turn as work
+	return pos, nil
+}
+
+// enqueueLocked queues t; the caller holds g.mu. It returns enqueue's
+// position, the position to announce (-1: none) and the conversation.
+func (g *Gateway) enqueueLocked(t conch.Turn) (pos, announce int, c *conversation) {
 	if g.ctx == nil {
 		// Not running yet: the turn is stored, and Run's resume queues it
 		// (resume reads the store after ctx is set, so nothing is missed).
-		return alreadyQueued, nil
+		return alreadyQueued, -1, nil
 	}
-	c := g.convs[t.Key]
+	c = g.convs[t.Key]
 	if c == nil {
 		c = &conversation{g: g, key: t.Key}
 		g.convs[t.Key] = c
@@ -416,7 +437,7 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 	// A message stored while resume reads the unfinished turns reaches
 	// here twice (from resume and from its submission): once is enough.
 	if c.cur != nil && c.cur.turn.ID == t.ID {
-		return alreadyQueued, nil
+		return alreadyQueued, -1, c
 	}
 	for i, q := range c.queue {
 		if q.ID == t.ID {
@@ -426,8 +447,7 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 			if c.cur == nil || c.cur.answered {
 				pos--
 			}
-			pending(pos)
-			return alreadyQueued, nil
+			return alreadyQueued, pos, c
 		}
 	}
 	// Turns run in turn-id (arrival) order: a resumed turn may be queued
@@ -444,12 +464,9 @@ func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int
 		if c.cur == nil || c.cur.answered {
 			pos--
 		}
-		pending(pos)
-		return pos, nil
+		return pos, pos, c
 	}
-	pending(0)
-	c.start()
-	return 0, nil
+	return 0, 0, c
 }
 
 // send delivers a message, logging failures: a reply that cannot be

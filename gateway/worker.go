@@ -37,7 +37,10 @@ type conversation struct {
 
 	queue []conch.Turn
 	busy  bool
-	cur   *running
+	// holding is a queued turn whose pending state is being announced
+	// (enqueue): the worker does not take it before.
+	holding conch.TurnID
+	cur     *running
 	// full counts the turns in a row that waited for room in the store
 	// (the worker's own; it paces the next wait).
 	full int
@@ -66,7 +69,8 @@ func (c *conversation) work(ctx context.Context) {
 	defer g.wg.Done()
 	for {
 		g.mu.Lock()
-		if len(c.queue) == 0 || ctx.Err() != nil {
+		if len(c.queue) == 0 || ctx.Err() != nil || c.queue[0].ID == c.holding {
+			// A held turn is started by enqueue once it is announced.
 			c.busy = false
 			g.idle.Broadcast()
 			g.mu.Unlock()

@@ -46,7 +46,7 @@ func (d *DB) AddApproval(ctx context.Context, a conch.Approval) (conch.Approval,
 	if err != nil {
 		return conch.Approval{}, false, fmt.Errorf("add approval: %w", err)
 	}
-	res, err := d.w.ExecContext(ctx, sqlAddApproval, a.ID, string(a.Key.Channel), a.Key.ID, int64(a.Turn), a.CallID, string(req),
+	res, err := d.execSQL(ctx, sqlAddApproval, a.ID, string(a.Key.Channel), a.Key.ID, int64(a.Turn), a.CallID, string(req),
 		millis(a.Created), millis(a.Deadline))
 	if err != nil {
 		return conch.Approval{}, false, fmt.Errorf("add approval: %w", err)
@@ -76,7 +76,7 @@ func (d *DB) Approval(ctx context.Context, id string) (conch.Approval, error) {
 
 // DecideApproval implements conch.ApprovalStore.
 func (d *DB) DecideApproval(ctx context.Context, id string, dec conch.ApprovalDecision, at time.Time) (conch.Approval, bool, error) {
-	res, err := d.w.ExecContext(ctx, sqlDecideApproval, string(dec.Choice), dec.Reason, string(dec.By), millis(at), id)
+	res, err := d.execSQL(ctx, sqlDecideApproval, string(dec.Choice), dec.Reason, string(dec.By), millis(at), id)
 	if err != nil {
 		return conch.Approval{}, false, fmt.Errorf("decide approval %q: %w", id, err)
 	}
@@ -96,7 +96,7 @@ func (d *DB) DecideApproval(ctx context.Context, id string, dec conch.ApprovalDe
 
 // UseApproval implements conch.ApprovalStore.
 func (d *DB) UseApproval(ctx context.Context, id string, at time.Time) error {
-	if _, err := d.w.ExecContext(ctx, sqlUseApproval, millis(at), id); err != nil {
+	if _, err := d.execSQL(ctx, sqlUseApproval, millis(at), id); err != nil {
 		return fmt.Errorf("use approval %q: %w", id, err)
 	}
 	return nil
@@ -104,7 +104,7 @@ func (d *DB) UseApproval(ctx context.Context, id string, at time.Time) error {
 
 // ApprovalShown implements conch.ApprovalStore.
 func (d *DB) ApprovalShown(ctx context.Context, id string, at time.Time) error {
-	if _, err := d.w.ExecContext(ctx, sqlShownApproval, millis(at), id); err != nil {
+	if _, err := d.execSQL(ctx, sqlShownApproval, millis(at), id); err != nil {
 		return fmt.Errorf("approval %q shown: %w", id, err)
 	}
 	return nil
@@ -163,7 +163,7 @@ func (d *DB) Grant(ctx context.Context, key conch.ConversationKey, scope string,
 	if err := validKey(key); err != nil || scope == "" {
 		return fmt.Errorf("grant: %w", conch.Errorf(conch.KindInvalid, "a grant needs a conversation and a scope"))
 	}
-	if _, err := d.w.ExecContext(ctx, sqlGrant, string(key.Channel), key.ID, scope, millis(at)); err != nil {
+	if _, err := d.execSQL(ctx, sqlGrant, string(key.Channel), key.ID, scope, millis(at)); err != nil {
 		return fmt.Errorf("grant %q: %w", scope, err)
 	}
 	return nil
@@ -184,7 +184,7 @@ func (d *DB) Granted(ctx context.Context, key conch.ConversationKey, scope strin
 
 // ClearGrants implements conch.ApprovalStore.
 func (d *DB) ClearGrants(ctx context.Context, key conch.ConversationKey) error {
-	if _, err := d.w.ExecContext(ctx, sqlClearGrants, string(key.Channel), key.ID); err != nil {
+	if _, err := d.execSQL(ctx, sqlClearGrants, string(key.Channel), key.ID); err != nil {
 		return fmt.Errorf("clear grants of %s: %w", key, err)
 	}
 	return nil

@@ -29,7 +29,7 @@ func (d *DB) Audit(ctx context.Context, ev conch.AuditEvent) error {
 	if ev.At.IsZero() {
 		ev.At = d.now()
 	}
-	if _, err := d.ws.audit.ExecContext(ctx, millis(ev.At), ev.Kind, ev.Conversation.Channel, ev.Conversation.ID, detail); err != nil {
+	if _, err := d.exec(ctx, d.ws.audit, millis(ev.At), ev.Kind, ev.Conversation.Channel, ev.Conversation.ID, detail); err != nil {
 		return fmt.Errorf("audit %s: %w", ev.Kind, err)
 	}
 	return nil

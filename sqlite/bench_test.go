@@ -133,3 +133,46 @@ func BenchmarkHistory(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkModelHistoryTurn is one turn's store work (AddInbound,
+// StartTurn, ModelHistory, AppendMessage, FinishTurn) in a conversation
+// that already has 10 or 1,000 turns: with the ended turns kept by the
+// store, the second costs about what the first does.
+func BenchmarkModelHistoryTurn(b *testing.B) {
+	for _, turns := range []int{10, 1000} {
+		b.Run(fmt.Sprint("turns=", turns), func(b *testing.B) {
+			db := benchOpen(b, filepath.Join(b.TempDir(), "c.db"))
+			ctx := context.Background()
+			key := conch.ConversationKey{Channel: conch.ChannelWeb, ID: "long"}
+			n := 0
+			turn := func() {
+				n++
+				text := fmt.Sprintf("message %d: please look at the build log again and tell me which test failed first", n)
+				tr, _, err := db.AddInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: text})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.StartTurn(ctx, tr.ID); err != nil {
+					b.Fatal(err)
+				}
+				h, err := db.ModelHistory(ctx, key, tr.ID)
+				if err != nil || len(h.Messages) != 2*n-1 {
+					b.Fatalf("got %d messages, %v; want %d", len(h.Messages), err, 2*n-1)
+				}
+				if err := db.AppendMessage(ctx, tr.ID, conch.Message{Role: conch.RoleAssistant, Text: "re: " + text}); err != nil {
+					b.Fatal(err)
+				}
+				if err := db.FinishTurn(ctx, tr.ID, conch.TurnDone, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range turns {
+				turn()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				turn()
+			}
+		})
+	}
+}

@@ -39,12 +39,12 @@ func (d *DB) SetCursor(ctx context.Context, name, value string) error {
 		return fmt.Errorf("set cursor: %w", conch.Errorf(conch.KindInvalid, "cursor name is empty"))
 	}
 	if value == "" {
-		if _, err := d.ws.deleteCursor.ExecContext(ctx, name); err != nil {
+		if _, err := d.exec(ctx, d.ws.deleteCursor, name); err != nil {
 			return fmt.Errorf("delete cursor %q: %w", name, err)
 		}
 		return nil
 	}
-	if _, err := d.ws.setCursor.ExecContext(ctx, name, value, millis(d.now())); err != nil {
+	if _, err := d.exec(ctx, d.ws.setCursor, name, value, millis(d.now())); err != nil {
 		return fmt.Errorf("set cursor %q: %w", name, d.diskFull(err))
 	}
 	return nil

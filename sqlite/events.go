@@ -34,7 +34,7 @@ func (d *DB) AppendEvent(ctx context.Context, ev conch.Event) error {
 	if at.IsZero() {
 		at = d.now()
 	}
-	if _, err := d.ws.appendEvent.ExecContext(ctx, ev.Key.String(), ev.Seq, ev.Turn, ev.Data.Type(), string(b), millis(at)); err != nil {
+	if _, err := d.exec(ctx, d.ws.appendEvent, ev.Key.String(), ev.Seq, ev.Turn, ev.Data.Type(), string(b), millis(at)); err != nil {
 		return fmt.Errorf("append %s event %d of %s: %w", ev.Data.Type(), ev.Seq, ev.Key, err)
 	}
 	return nil

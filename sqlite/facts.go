@@ -37,7 +37,7 @@ func (d *DB) Remember(ctx context.Context, user conch.UserKey, key, value string
 	case !utf8.ValidString(value):
 		return fmt.Errorf("remember %q: %w", key, conch.Errorf(conch.KindInvalid, "fact %q is not valid UTF-8", key))
 	}
-	if _, err := d.ws.remember.ExecContext(ctx, user.Channel, user.ID, key, value, millis(d.now())); err != nil {
+	if _, err := d.exec(ctx, d.ws.remember, user.Channel, user.ID, key, value, millis(d.now())); err != nil {
 		return fmt.Errorf("remember %q for %s: %w", key, user, err)
 	}
 	return nil
@@ -51,7 +51,7 @@ func (d *DB) Forget(ctx context.Context, user conch.UserKey, key string) (bool, 
 	if err := validFactKey(key); err != nil {
 		return false, fmt.Errorf("forget: %w", err)
 	}
-	res, err := d.ws.forget.ExecContext(ctx, user.Channel, user.ID, key)
+	res, err := d.exec(ctx, d.ws.forget, user.Channel, user.ID, key)
 	if err != nil {
 		return false, fmt.Errorf("forget %q for %s: %w", key, user, err)
 	}

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -10,12 +11,33 @@ import (
 	"conch"
 )
 
-func req(ctx context.Context, key conch.ConversationKey, ext string) *inboundReq {
-	return &inboundReq{ctx: ctx, in: conch.Inbound{Key: key, Sender: "u", Text: ext, ExternalID: ext}, now: time.Now(), wake: make(chan bool, 1)}
+// inboundMember is a group member storing one inbound, as AddInbound
+// queues it.
+type inboundMember struct {
+	*writeReq
+	in *inboundReq
 }
 
-// One bad request in a batch fails alone; one whose caller gave up is
-// skipped; the others are stored.
+func req(d *DB, ctx context.Context, key conch.ConversationKey, ext string) inboundMember {
+	r := &inboundReq{in: conch.Inbound{Key: key, Sender: "u", Text: ext, ExternalID: ext}, now: time.Now()}
+	w := &writeReq{ctx: ctx, durable: true, wake: make(chan bool, 1),
+		fn: func(ctx context.Context, tx *sql.Tx) error { return d.addInboundTx(ctx, tx, r) }}
+	return inboundMember{w, r}
+}
+
+// runGroup writes members as one group, as the leader of a queue holding
+// exactly them would.
+func runGroup(d *DB, members ...*writeReq) {
+	d.writes.mu.Lock()
+	d.writes.pending = append(d.writes.pending, members...)
+	d.writes.leading = true
+	d.writes.mu.Unlock()
+	d.writeGroup()
+}
+
+// One bad request in a group fails alone (its savepoint is rolled back);
+// one whose caller gave up is skipped; the others are stored, in one
+// transaction.
 func TestInboundBatchIsolatesFailures(t *testing.T) {
 	ctx := context.Background()
 	d, err := Open(ctx, t.TempDir()+"/c.db")
@@ -26,14 +48,21 @@ func TestInboundBatchIsolatesFailures(t *testing.T) {
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
 	key := conch.ConversationKey{Channel: "web", ID: "1"}
-	reqs := []*inboundReq{
-		req(ctx, key, "a"),
-		req(ctx, conch.ConversationKey{ID: "no channel"}, "b"), // bypasses validation: the CHECK refuses it
-		req(canceled, key, "c"),
-		req(ctx, key, "d"),
-		req(ctx, key, "a"), // a duplicate of the first, in the same batch
+	reqs := []inboundMember{
+		req(d, ctx, key, "a"),
+		req(d, ctx, conch.ConversationKey{ID: "no channel"}, "b"), // bypasses validation: the CHECK refuses it
+		req(d, canceled, key, "c"),
+		req(d, ctx, key, "d"),
+		req(d, ctx, key, "a"), // a duplicate of the first, in the same batch
 	}
-	d.addInbounds(reqs)
+	var ws []*writeReq
+	for _, r := range reqs {
+		ws = append(ws, r.writeReq)
+	}
+	runGroup(d, ws...)
+	if d.writes.groups != 1 || d.writes.synced != 1 {
+		t.Errorf("%d groups, %d synced, want one synced group", d.writes.groups, d.writes.synced)
+	}
 	for i, wantErr := range []bool{false, true, true, false, false} {
 		if got := reqs[i].err != nil; got != wantErr {
 			t.Errorf("request %d: got error %v, want error: %v", i, reqs[i].err, wantErr)
@@ -42,8 +71,8 @@ func TestInboundBatchIsolatesFailures(t *testing.T) {
 	if !errors.Is(reqs[2].err, context.Canceled) {
 		t.Errorf("canceled request: got %v, want context.Canceled", reqs[2].err)
 	}
-	if !reqs[4].dup || reqs[4].t.ID != reqs[0].t.ID {
-		t.Errorf("duplicate in the batch: got dup=%v turn %d, want dup of turn %d", reqs[4].dup, reqs[4].t.ID, reqs[0].t.ID)
+	if !reqs[4].in.dup || reqs[4].in.t.ID != reqs[0].in.t.ID {
+		t.Errorf("duplicate in the batch: got dup=%v turn %d, want dup of turn %d", reqs[4].in.dup, reqs[4].in.t.ID, reqs[0].in.t.ID)
 	}
 	un, err := d.UnfinishedTurns(ctx)
 	if err != nil {
@@ -80,9 +109,9 @@ func TestInboundGroupCommit(t *testing.T) {
 	}
 	// Wait until every caller is queued, then free the writer.
 	for {
-		d.inbound.mu.Lock()
-		n := d.inbound.requests
-		d.inbound.mu.Unlock()
+		d.writes.mu.Lock()
+		n := d.writes.requests
+		d.writes.mu.Unlock()
 		if n == callers {
 			break
 		}
@@ -108,7 +137,7 @@ func TestInboundGroupCommit(t *testing.T) {
 		t.Errorf("turns stored while the writer was held: %d, want 0", before)
 	}
 	// The first leader's batch, then everybody who queued behind it.
-	if d.inbound.batches > 2 {
-		t.Errorf("%d callers took %d batches, want at most 2", callers, d.inbound.batches)
+	if d.writes.groups > 2 {
+		t.Errorf("%d callers took %d groups, want at most 2", callers, d.writes.groups)
 	}
 }

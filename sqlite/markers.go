@@ -33,7 +33,7 @@ func (d *DB) Mark(ctx context.Context, scope, id string) (bool, error) {
 		return false, fmt.Errorf("mark: %w", conch.Errorf(conch.KindInvalid, "marker scope and id must not be empty"))
 	}
 	now := d.now()
-	res, err := d.w.ExecContext(ctx, sqlMark, scope, id, millis(now), millis(now.Add(conch.MarkerTTL)))
+	res, err := d.execSQL(ctx, sqlMark, scope, id, millis(now), millis(now.Add(conch.MarkerTTL)))
 	if err != nil {
 		return false, fmt.Errorf("mark %s %q: %w", scope, id, err)
 	}
@@ -50,7 +50,7 @@ func (d *DB) RecordSent(ctx context.Context, key conch.ConversationKey, id strin
 		return fmt.Errorf("record sent: %w", conch.Errorf(conch.KindInvalid, "channel and id must not be empty"))
 	}
 	now := d.now()
-	if _, err := d.w.ExecContext(ctx, sqlRecordSent, string(key.Channel), id, key.ID, millis(now), millis(now.Add(conch.SentTTL))); err != nil {
+	if _, err := d.execSQL(ctx, sqlRecordSent, string(key.Channel), id, key.ID, millis(now), millis(now.Add(conch.SentTTL))); err != nil {
 		return fmt.Errorf("record sent %q: %w", id, err)
 	}
 	return nil
@@ -74,7 +74,7 @@ func (d *DB) SentConversation(ctx context.Context, channel conch.ChannelName, id
 func (d *DB) Prune(ctx context.Context, now time.Time) (int64, error) {
 	var total int64
 	for _, q := range []string{sqlPruneMarkers, sqlPruneSent, sqlPruneWebLogins, sqlPruneMCP} {
-		res, err := d.w.ExecContext(ctx, q, millis(now))
+		res, err := d.execSQL(ctx, q, millis(now))
 		if err != nil {
 			return total, fmt.Errorf("prune: %w", err)
 		}

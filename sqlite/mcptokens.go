@@ -33,7 +33,7 @@ func (d *DB) CreateMCPToken(ctx context.Context, t conch.MCPToken) error {
 	if created.IsZero() {
 		created = d.now()
 	}
-	if _, err := d.w.ExecContext(ctx, sqlCreateMCPToken, t.ID, t.SecretHash, string(t.Conversation.Channel), t.Conversation.ID,
+	if _, err := d.execSQL(ctx, sqlCreateMCPToken, t.ID, t.SecretHash, string(t.Conversation.Channel), t.Conversation.ID,
 		t.Label, millis(created), nullMillis(t.ExpiresAt)); err != nil {
 		return fmt.Errorf("create mcp token: %w", err)
 	}
@@ -86,7 +86,7 @@ func (d *DB) MCPTokens(ctx context.Context) ([]conch.MCPToken, error) {
 
 // RevokeMCPToken implements conch.MCPTokenStore.
 func (d *DB) RevokeMCPToken(ctx context.Context, id string) (bool, error) {
-	res, err := d.w.ExecContext(ctx, sqlRevokeMCP, id)
+	res, err := d.execSQL(ctx, sqlRevokeMCP, id)
 	if err != nil {
 		return false, fmt.Errorf("revoke mcp token: %w", err)
 	}
@@ -99,7 +99,7 @@ func (d *DB) RevokeMCPToken(ctx context.Context, id string) (bool, error) {
 
 // TouchMCPToken implements conch.MCPTokenStore.
 func (d *DB) TouchMCPToken(ctx context.Context, id string, now time.Time) error {
-	if _, err := d.w.ExecContext(ctx, sqlTouchMCP, millis(now), id); err != nil {
+	if _, err := d.execSQL(ctx, sqlTouchMCP, millis(now), id); err != nil {
 		return fmt.Errorf("touch mcp token: %w", err)
 	}
 	return nil

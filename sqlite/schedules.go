@@ -28,7 +28,7 @@ func (d *DB) AddSchedule(ctx context.Context, e conch.ScheduleEntry) error {
 	if !e.Next.IsZero() {
 		next = millis(e.Next)
 	}
-	if _, err := d.w.ExecContext(ctx, sqlAddSchedule, e.ID, e.Key.String(), string(e.Kind), e.Spec, e.Message, next, millis(e.CreatedAt)); err != nil {
+	if _, err := d.execSQL(ctx, sqlAddSchedule, e.ID, e.Key.String(), string(e.Kind), e.Spec, e.Message, next, millis(e.CreatedAt)); err != nil {
 		return fmt.Errorf("add schedule %s: %w", e.ID, err)
 	}
 	return nil
@@ -74,7 +74,7 @@ func (d *DB) Schedules(ctx context.Context, key conch.ConversationKey) ([]conch.
 
 // DeleteSchedule implements conch.ScheduleStore.
 func (d *DB) DeleteSchedule(ctx context.Context, id string) (bool, error) {
-	res, err := d.w.ExecContext(ctx, sqlDeleteSchedule, id)
+	res, err := d.execSQL(ctx, sqlDeleteSchedule, id)
 	if err != nil {
 		return false, fmt.Errorf("delete schedule %s: %w", id, err)
 	}
@@ -84,7 +84,7 @@ func (d *DB) DeleteSchedule(ctx context.Context, id string) (bool, error) {
 
 // SetScheduleNext implements conch.ScheduleStore.
 func (d *DB) SetScheduleNext(ctx context.Context, id string, next time.Time) error {
-	if _, err := d.w.ExecContext(ctx, sqlSetScheduleNext, millis(next), id); err != nil {
+	if _, err := d.execSQL(ctx, sqlSetScheduleNext, millis(next), id); err != nil {
 		return fmt.Errorf("move schedule %s: %w", id, err)
 	}
 	return nil

@@ -22,12 +22,14 @@
 //
 // # Durability
 //
-// Every change is one transaction. By default (SyncInbound) only the commit
-// of AddInbound waits for the disk: that is the promise a channel relies on
-// before it acknowledges a message. Concurrent AddInbound calls share one
-// transaction and one fsync (group commit). Other changes are safe against a
-// crash of the process and, on power loss, can only be lost as a suffix of
-// history; WithSync(SyncFull) makes every commit wait for the disk.
+// Changes are committed in groups (group.go): the changes that arrive while
+// one group is written share the next transaction, each change in its own
+// savepoint. By default (SyncInbound) only a group holding an AddInbound
+// waits for the disk: that is the promise a channel relies on before it
+// acknowledges a message, and AddInbound returns only after its group's
+// fsync. Other changes are safe against a crash of the process and, on
+// power loss, can only be lost as a suffix of history; WithSync(SyncFull)
+// makes every commit wait for the disk.
 //
 // # Sharing the file
 //
@@ -138,7 +140,8 @@ type DB struct {
 	ws       writeStmts
 	rs       readStmts
 	prepared []*sql.Stmt
-	inbound  inboundQueue
+	writes   writeQueue
+	history  *historyCache
 	now      func() time.Time
 	path     string
 	// syncInbound: the writer runs NORMAL and switches to FULL for AddInbound.
@@ -166,7 +169,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	case o.now == nil:
 		return nil, conch.Errorf(conch.KindInvalid, "open database: clock is nil")
 	}
-	d := &DB{now: o.now, path: path}
+	d := &DB{now: o.now, path: path, history: newHistoryCache()}
 	var err error
 	if path == MemoryPath {
 		// One connection, never closed while the DB lives: every connection to
@@ -308,65 +311,14 @@ func (d *DB) Close() error {
 	return nil
 }
 
-// write runs fn in one IMMEDIATE transaction on the writer connection.
-func (d *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return d.diskFull(d.writeTx(ctx, fn))
-}
-
-func (d *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := d.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
-// writeDurable is write whose commit is synced to disk under SyncInbound
-// (under SyncFull every commit is; under SyncNormal none is). It holds the
-// writer connection across the pragma switches, so no other change runs
-// between them.
-func (d *DB) writeDurable(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	if !d.syncInbound {
-		return d.write(ctx, fn)
-	}
-	defer func() { err = d.diskFull(err) }()
-	conn, err := d.w.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, sqlSyncFull); err != nil {
-		return err
-	}
-	defer func() {
-		// Should this fail, the connection stays FULL: slower, never less safe.
-		if _, resetErr := conn.ExecContext(context.WithoutCancel(ctx), sqlSyncNormal); resetErr != nil && err == nil {
-			err = resetErr
-		}
-	}()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
 // sqliteFull is SQLITE_FULL: the disk (or the file system's quota) is full.
 const sqliteFull = 13
 
 // diskFull turns "database or disk is full" into an error that says where,
 // in words a person can act on; other errors pass unchanged.
 func (d *DB) diskFull(err error) error {
-	if err == nil {
-		return nil
+	if err == nil || errors.Is(err, conch.ErrStoreFull) {
+		return err
 	}
 	var se *sqlite.Error
 	if (errors.As(err, &se) && se.Code()&0xff == sqliteFull) || errors.Is(err, syscall.ENOSPC) {

@@ -20,6 +20,7 @@ type writeStmts struct {
 	deleteCursor                                               *sql.Stmt
 	appendEvent, addSummary, setContextUse                     *sql.Stmt
 	recordUsage                                                *sql.Stmt
+	savepoint, rollbackTo, release                             *sql.Stmt
 }
 
 // readStmts run on the reader pool.
@@ -28,7 +29,7 @@ type readStmts struct {
 	facts, cursor, auditSince                                *sql.Stmt
 	eventsSince, lastEventSeq                                *sql.Stmt
 	summaries, conversationTurns, auditAfter                 *sql.Stmt
-	latestSummary, modelHistory, contextStatus               *sql.Stmt
+	historyHead, modelHistory, contextStatus                 *sql.Stmt
 	turnMessages                                             *sql.Stmt
 	usageSinceAll, usageSinceConversation, usageSincePerson  *sql.Stmt
 	turnUsage, lastModel                                     *sql.Stmt
@@ -62,6 +63,9 @@ func (w *writeStmts) specs() []stmtSpec {
 		{&w.addSummary, sqlAddSummary},
 		{&w.setContextUse, sqlSetContextUse},
 		{&w.recordUsage, sqlRecordUsage},
+		{&w.savepoint, `SAVEPOINT member`},
+		{&w.rollbackTo, `ROLLBACK TO member`},
+		{&w.release, `RELEASE member`},
 	}
 }
 
@@ -80,7 +84,7 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.summaries, sqlConversationSummaries},
 		{&r.conversationTurns, sqlConversationTurns},
 		{&r.auditAfter, sqlAuditAfter},
-		{&r.latestSummary, sqlLatestSummary},
+		{&r.historyHead, sqlHistoryHead},
 		{&r.modelHistory, sqlModelHistory},
 		{&r.contextStatus, sqlContextStatus},
 		{&r.turnMessages, sqlTurnMessages},

@@ -34,7 +34,7 @@ func (d *DB) SaveTerminal(ctx context.Context, scope string, r conch.TerminalRec
 	if err != nil {
 		return fmt.Errorf("save terminal %d: %w", r.TTY, err)
 	}
-	if _, err := d.w.ExecContext(ctx, sqlSaveTerminal, scope, r.TTY, r.Session, r.Command, boolInt(r.Shell), r.Nonce,
+	if _, err := d.execSQL(ctx, sqlSaveTerminal, scope, r.TTY, r.Session, r.Command, boolInt(r.Shell), r.Nonce,
 		millis(r.OpenedAt), r.Mark, string(js), boolInt(r.Observed), millis(d.now())); err != nil {
 		return fmt.Errorf("save terminal %d: %w", r.TTY, err)
 	}
@@ -72,7 +72,7 @@ func (d *DB) LoadTerminals(ctx context.Context, scope string) ([]conch.TerminalR
 
 // DeleteTerminal implements conch.TerminalRegistry.
 func (d *DB) DeleteTerminal(ctx context.Context, scope string, tty int) error {
-	if _, err := d.w.ExecContext(ctx, sqlDeleteTerminal, scope, tty); err != nil {
+	if _, err := d.execSQL(ctx, sqlDeleteTerminal, scope, tty); err != nil {
 		return fmt.Errorf("delete terminal %d: %w", tty, err)
 	}
 	return nil

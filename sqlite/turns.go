@@ -41,13 +41,14 @@ const (
 	sqlUnfinishedTurns  = sqlSelectTurn + ` WHERE t.status IN ('pending', 'running') ORDER BY t.id`
 
 	sqlStartTurn = `UPDATE turns SET status = 'running', attempts = attempts + 1, started_at = ?
-		WHERE id = ? AND status IN ('pending', 'running')`
-	sqlFinishTurn = `UPDATE turns SET status = ?, stopped_reason = ?, finished_at = ? WHERE id = ?`
+		WHERE id = ? AND status IN ('pending', 'running') RETURNING conversation_id`
+	sqlFinishTurn = `UPDATE turns SET status = ?, stopped_reason = ?, finished_at = ? WHERE id = ?
+		RETURNING conversation_id`
 
 	// sqlAppendMessage copies conversation and generation from the turn, so
 	// a message of a turn from before a reset stays hidden with its turn.
 	sqlAppendMessage = `INSERT INTO messages (conversation_id, turn_id, generation, role, text, tool_calls, tool_result, note, created_at)
-		SELECT conversation_id, id, generation, ?, ?, ?, ?, ?, ? FROM turns WHERE id = ?`
+		SELECT conversation_id, id, generation, ?, ?, ?, ?, ?, ? FROM turns WHERE id = ? RETURNING conversation_id`
 
 	// sqlHistory: the current generation only, turn by turn (the user message
 	// has the smallest id of its turn), and not the messages of turns that
@@ -75,25 +76,26 @@ const (
 func (d *DB) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error) {
 	var t conch.Turn
 	var finished bool
-	err := d.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, d.ws.startTurn).ExecContext(ctx, millis(d.now()), id)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
+	now := millis(d.now())
+	var conv int64
+	err := d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := tx.StmtContext(ctx, d.ws.startTurn).QueryRowContext(ctx, now, id).Scan(&conv)
+		started := err == nil
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		t, err = scanTurn(tx.StmtContext(ctx, d.ws.turnByID).QueryRowContext(ctx, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
 		}
-		finished = err == nil && n == 0
+		finished = err == nil && !started
 		return err
 	})
 	switch {
 	case err != nil:
 		return conch.Turn{}, fmt.Errorf("start turn %d: %w", id, err)
+	case !finished:
+		d.history.written(conv, id) // its messages are part of the view now
 	case finished:
 		what := string(t.Status)
 		if t.StoppedReason != "" {
@@ -111,15 +113,19 @@ func (d *DB) FinishTurn(ctx context.Context, id conch.TurnID, status conch.TurnS
 	default:
 		return fmt.Errorf("finish turn %d: %w", id, conch.Errorf(conch.KindInvalid, "status %q does not end a turn (want done, stopped or abandoned)", status))
 	}
-	res, err := d.ws.finishTurn.ExecContext(ctx, status, reason, millis(d.now()), id)
+	now := millis(d.now())
+	var conv int64
+	err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := tx.StmtContext(ctx, d.ws.finishTurn).QueryRowContext(ctx, status, reason, now, id).Scan(&conv)
+		if errors.Is(err, sql.ErrNoRows) {
+			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("finish turn %d: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("finish turn %d: %w", id, err)
-	} else if n == 0 {
-		return fmt.Errorf("finish turn %d: %w", id, conch.Errorf(conch.KindNotFound, "turn %d does not exist", id))
-	}
+	d.history.written(conv, id)
 	return nil
 }
 
@@ -166,16 +172,19 @@ func (d *DB) AppendMessage(ctx context.Context, id conch.TurnID, m conch.Message
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
-	res, err := d.ws.appendMessage.ExecContext(ctx, m.Role, m.Text, calls, result, m.Note, millis(d.now()), id)
-	err = d.diskFull(err)
+	now := millis(d.now())
+	var conv int64
+	err = d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := tx.StmtContext(ctx, d.ws.appendMessage).QueryRowContext(ctx, m.Role, m.Text, calls, result, m.Note, now, id).Scan(&conv)
+		if errors.Is(err, sql.ErrNoRows) {
+			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("append message to turn %d: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("append message to turn %d: %w", id, err)
-	} else if n == 0 {
-		return fmt.Errorf("append message to turn %d: %w", id, conch.Errorf(conch.KindNotFound, "turn %d does not exist", id))
-	}
+	d.history.written(conv, id)
 	return nil
 }
 
@@ -232,7 +241,10 @@ func (d *DB) RecordStep(ctx context.Context, s conch.Step) error {
 	if s.At.IsZero() {
 		s.At = d.now()
 	}
-	if _, err := d.ws.recordStep.ExecContext(ctx, s.Turn, s.Kind, detail, millis(s.At)); err != nil {
+	if err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.StmtContext(ctx, d.ws.recordStep).ExecContext(ctx, s.Turn, s.Kind, detail, millis(s.At))
+		return err
+	}); err != nil {
 		if isForeignKeyError(err) {
 			err = conch.Errorf(conch.KindNotFound, "turn %d does not exist", s.Turn)
 		}
@@ -273,7 +285,8 @@ func (d *DB) ResetConversation(ctx context.Context, key conch.ConversationKey) e
 		return fmt.Errorf("reset conversation: %w", err)
 	}
 	now := millis(d.now())
-	err := d.write(ctx, func(tx *sql.Tx) error {
+	var reset int64
+	err := d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var convID int64
 		err := tx.StmtContext(ctx, d.ws.resetConversation).QueryRowContext(ctx, now, key.Channel, key.ID).Scan(&convID)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -283,10 +296,14 @@ func (d *DB) ResetConversation(ctx context.Context, key conch.ConversationKey) e
 			return err
 		}
 		_, err = tx.StmtContext(ctx, d.ws.stopUnfinished).ExecContext(ctx, ReasonReset, now, convID)
+		reset = convID
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("reset conversation %s: %w", key, err)
+	}
+	if reset != 0 {
+		d.history.written(reset, 0)
 	}
 	return nil
 }
@@ -504,15 +521,18 @@ func (d *DB) SetAttachments(ctx context.Context, turn conch.TurnID, as []conch.A
 	if err != nil {
 		return fmt.Errorf("set attachments of turn %d: %w", turn, err)
 	}
-	res, err := d.w.ExecContext(ctx, `UPDATE turns SET attachments = ? WHERE id = ?`, atts, turn)
+	var conv int64
+	err = d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `UPDATE turns SET attachments = ? WHERE id = ? RETURNING conversation_id`, atts, turn).Scan(&conv)
+		if errors.Is(err, sql.ErrNoRows) {
+			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", turn)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set attachments of turn %d: %w", turn, err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("set attachments of turn %d: %w", turn, err)
-	} else if n == 0 {
-		return fmt.Errorf("set attachments of turn %d: %w", turn, conch.Errorf(conch.KindNotFound, "turn %d does not exist", turn))
-	}
+	d.history.written(conv, turn) // the text of its user message
 	return nil
 }
 

@@ -49,7 +49,7 @@ func (d *DB) RecordUsage(ctx context.Context, c conch.ModelCall) error {
 		c.At = d.now()
 	}
 	u := c.Usage
-	res, err := d.ws.recordUsage.ExecContext(ctx, c.Turn, c.Key.Channel, string(c.Person.ID), c.Model, c.Purpose, c.Fallback,
+	res, err := d.exec(ctx, d.ws.recordUsage, c.Turn, c.Key.Channel, string(c.Person.ID), c.Model, c.Purpose, c.Fallback,
 		u.InputTokens, u.CachedTokens, u.OutputTokens, u.Estimated, c.CostUSD, millis(c.At), c.Key.Channel, c.Key.ID)
 	if err != nil {
 		return fmt.Errorf("record usage of %s: %w", c.Key, d.diskFull(err))

@@ -86,7 +86,7 @@ func (d *DB) DeleteWebConversation(ctx context.Context, id string) (bool, error)
 }
 
 func (d *DB) changeWebConversation(ctx context.Context, op, query string, args ...any) (bool, error) {
-	res, err := d.w.ExecContext(ctx, query, args...)
+	res, err := d.execSQL(ctx, query, args...)
 	if err != nil {
 		return false, fmt.Errorf("%s web conversation: %w", op, err)
 	}

@@ -19,7 +19,7 @@ const (
 
 // CreateWebSession stores a new web session.
 func (d *DB) CreateWebSession(ctx context.Context, id, secretHash, tokenHash string, expires time.Time) error {
-	if _, err := d.w.ExecContext(ctx, sqlCreateWebSession, id, secretHash, tokenHash, millis(d.now()), millis(expires)); err != nil {
+	if _, err := d.execSQL(ctx, sqlCreateWebSession, id, secretHash, tokenHash, millis(d.now()), millis(expires)); err != nil {
 		return fmt.Errorf("create web session: %w", err)
 	}
 	return nil
@@ -41,7 +41,7 @@ func (d *DB) WebSession(ctx context.Context, id string) (secretHash, tokenHash s
 
 // DeleteWebSession ends one web session.
 func (d *DB) DeleteWebSession(ctx context.Context, id string) error {
-	if _, err := d.w.ExecContext(ctx, sqlDeleteWebSession, id); err != nil {
+	if _, err := d.execSQL(ctx, sqlDeleteWebSession, id); err != nil {
 		return fmt.Errorf("delete web session: %w", err)
 	}
 	return nil
@@ -49,7 +49,7 @@ func (d *DB) DeleteWebSession(ctx context.Context, id string) error {
 
 // DeleteWebSessions ends every web session.
 func (d *DB) DeleteWebSessions(ctx context.Context) error {
-	if _, err := d.w.ExecContext(ctx, sqlDeleteAllWeb); err != nil {
+	if _, err := d.execSQL(ctx, sqlDeleteAllWeb); err != nil {
 		return fmt.Errorf("delete web sessions: %w", err)
 	}
 	return nil
@@ -57,7 +57,7 @@ func (d *DB) DeleteWebSessions(ctx context.Context) error {
 
 // PruneWebSessions deletes the web sessions expired at now.
 func (d *DB) PruneWebSessions(ctx context.Context, now time.Time) error {
-	if _, err := d.w.ExecContext(ctx, sqlPruneWebSessions, millis(now)); err != nil {
+	if _, err := d.execSQL(ctx, sqlPruneWebSessions, millis(now)); err != nil {
 		return fmt.Errorf("prune web sessions: %w", err)
 	}
 	return nil
@@ -73,7 +73,7 @@ const (
 
 // CreateWebLogin stores a new login token's hash.
 func (d *DB) CreateWebLogin(ctx context.Context, tokenHash string, expires time.Time) error {
-	if _, err := d.w.ExecContext(ctx, sqlCreateWebLogin, tokenHash, millis(expires)); err != nil {
+	if _, err := d.execSQL(ctx, sqlCreateWebLogin, tokenHash, millis(expires)); err != nil {
 		return fmt.Errorf("create web login: %w", err)
 	}
 	return nil

@@ -159,3 +159,15 @@ func (r *recorder) output(pane string, data []byte) {
 }
 func (r *recorder) renamed(w, name string) { r.events = append(r.events, "renamed "+w+" "+name) }
 func (r *recorder) ended(error)            {}
+
+// An exit status that never arrived is said to be unknown, never 0.
+func TestObservationExitStatusWording(t *testing.T) {
+	known := Observation{TTY: 2, State: StateExited, Exit: 3}.String()
+	if !strings.Contains(known, "exited with status 3; terminal closed") {
+		t.Errorf("known status: %q", known)
+	}
+	unknown := Observation{TTY: 2, State: StateExited, ExitUnknown: true}.String()
+	if !strings.Contains(unknown, "exit status unknown") || strings.Contains(unknown, "status 0") {
+		t.Errorf("unknown status: %q", unknown)
+	}
+}

@@ -43,6 +43,10 @@ type Observation struct {
 	State   State
 	// Exit is the exit status for StateDone and StateExited.
 	Exit int
+	// ExitUnknown is set for StateExited when the pane died but neither the
+	// shell's exit marker nor tmux's pane_dead_status arrived in time: the
+	// status is reported as unknown rather than as 0.
+	ExitUnknown bool
 	// Cwd is the shell's working directory for StateDone.
 	Cwd string
 	// New is the number of new lines; Text shows them, long runs elided.
@@ -256,6 +260,7 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 			lines, info, startAbs, err = m.capture(ctx, t)
 		}
 	}
+	unknown := err == nil && m.exitPending(t, info)
 	if err != nil {
 		if errors.Is(err, errSessionGone) {
 			obs.State = StateGone
@@ -281,7 +286,7 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 	}
 	switch {
 	case exited || dead:
-		obs.State, obs.Exit = StateExited, exitCode
+		obs.State, obs.Exit, obs.ExitUnknown = StateExited, exitCode, unknown
 	case len(fresh) == 0 && (t.typeSeq <= t.obsSeq || t.recovered) && !t.busy:
 		obs.State = StateNoChange
 	case t.doneLocked():
@@ -468,7 +473,11 @@ func (o Observation) String() string {
 	case StateNoChange:
 		b.WriteString("no new output")
 	case StateExited:
-		fmt.Fprintf(&b, "exited with status %d; terminal closed", o.Exit)
+		if o.ExitUnknown {
+			b.WriteString("exited (exit status unknown); terminal closed")
+		} else {
+			fmt.Fprintf(&b, "exited with status %d; terminal closed", o.Exit)
+		}
 		if o.Archive != "" {
 			fmt.Fprintf(&b, ", scrollback saved to %s", o.Archive)
 		}

@@ -57,6 +57,8 @@ func kubernetesOptions(cfg *config.Config, instance string) (kubernetes.Options,
 		CPUMilli: h.NanoCPUs / 1e6, Memory: h.Memory, TmpSize: h.TmpSize,
 		IdleStop: s.IdleStopD(), // sandbox.idle_stop: the pod goes, its claim stays
 		WarmPool: k.WarmPool,
+		// Every pod gets the skills conch copies for sandboxes (webtools.go).
+		SkillsDir: skillsSandboxDir(cfg),
 	}
 	if k.StartTimeout != nil {
 		o.StartTimeout = k.StartTimeout.D()
@@ -110,6 +112,17 @@ func startKubernetes(ctx context.Context, d *deps, instance string) (sandboxRunt
 		return nil, err
 	}
 	d.log.Info("sandboxes on kubernetes", "server", rt.Engine(), "namespace", rt.Namespace())
+	// Pods are given <data_dir>/skills, which the skills manager fills on a
+	// turn (before Reconcile fills the warm pool): fill it now, so that pool
+	// pods get the current set ahead and a first command waits for no copy.
+	if d.skills == nil {
+		d.skills = newSkills(d.cfg, d.db, true, d)
+	}
+	if c, err := d.skills.Catalog(ctx); err != nil {
+		d.log.Warn("skills not prepared for sandbox pods", "err", err)
+	} else if err := d.skills.Sync(ctx, c); err != nil {
+		d.log.Warn("skills not prepared for sandbox pods", "err", err)
+	}
 	return rt, nil
 }
 

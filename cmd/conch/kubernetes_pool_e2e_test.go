@@ -41,8 +41,12 @@ func TestChatKubernetesWarmPool(t *testing.T) {
 	p := startConch(t, env, "up")
 	p.waitStderr(t, "Web chat: open http://"+addr+"/login?token=")
 	pooled := waitPoolPods(t, e, instance, nil)[0]
+	// Running as the API server has it is not yet in conch's pool: its
+	// agent stream is opened and pinged first.
+	p.waitStderr(t, "warm pool pod ready")
 
-	srv.Push(fakellm.ToolCall("bash", `{"command":"id -u"}`), fakellm.Text("Ran it."))
+	srv.Push(fakellm.ToolCall("bash", `{"command":"id -u"}`), fakellm.ToolCall("bash", `{"command":"ls /opt/conch/skills"}`),
+		fakellm.Text("Ran it."))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	wc := webLogin(t, env, base)
@@ -60,8 +64,30 @@ func TestChatKubernetesWarmPool(t *testing.T) {
 	if len(got) != 1 || got[0] != "Ran it." {
 		t.Fatalf("answers %q; stderr:\n%s", got, p.stderr)
 	}
-	if res := lastToolResult(t, srv); !strings.Contains(res, "1000") {
-		t.Fatalf("bash said %q", res)
+	reqs := srv.Requests()
+	if rs := reqs[len(reqs)-2].ToolResults(); len(rs) == 0 || !strings.Contains(rs[len(rs)-1].Content, "1000") {
+		t.Fatalf("id -u said %+v", rs)
+	}
+	// The pool pod was given the skills ahead: one copy, before the claim.
+	if res := lastToolResult(t, srv); !strings.Contains(res, "report-long-task") {
+		t.Fatalf("skills in the pool pod: %q", res)
+	}
+	copies, assigned, copiedFirst := 0, false, false
+	for _, line := range strings.Split(p.stderr.String(), "\n") {
+		if !strings.Contains(line, "pod="+pooled.Name) {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "skills copied into sandbox pod"):
+			copies++
+			copiedFirst = copiedFirst || !assigned
+		case strings.Contains(line, "sandbox assigned from warm pool"):
+			assigned = true
+		}
+	}
+	if copies != 1 || !copiedFirst {
+		t.Fatalf("%d skills copies into %s logged (before the claim: %v), want 1, while in the pool; stderr:\n%s",
+			copies, pooled.Name, copiedFirst, p.stderr)
 	}
 
 	pod, err := e.Client.CoreV1().Pods(e.Namespace).Get(ctx, pooled.Name, metav1.GetOptions{})

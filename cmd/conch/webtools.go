@@ -83,10 +83,9 @@ func hostTools(d *deps) ([]conch.Tool, error) {
 		so.Backend = b
 	}
 	if d.skills == nil {
-		// Skill files reach Docker/Podman sandboxes by a bind mount; Kubernetes
-		// pods do not get them (docs/kubernetes.md): the model is told so.
-		files := d.runtime != nil && d.cfg.Sandbox.BackendName() != config.BackendKubernetes
-		d.skills = newSkills(d.cfg, d.db, files, d)
+		// Skill files reach Docker/Podman sandboxes by a bind mount, and
+		// Kubernetes pods by a copy on use (docs/kubernetes.md).
+		d.skills = newSkills(d.cfg, d.db, d.runtime != nil, d)
 	}
 	return []conch.Tool{fetch, tool.NewWebSearch(so), tool.NewSkill(d.skills)}, nil
 }

@@ -38,6 +38,7 @@ var Needed = []Access{
 	{"", "persistentvolumeclaims", "", "patch"},
 	{"networking.k8s.io", "networkpolicies", "", "get"}, {"networking.k8s.io", "networkpolicies", "", "create"},
 	{"networking.k8s.io", "networkpolicies", "", "update"},
+	{"metrics.k8s.io", "pods", "", "get"},
 }
 
 // CheckAccess asks the API server (SelfSubjectAccessReview) whether this

@@ -278,9 +278,11 @@ func (r *Runtime) hardening(p *corev1.Pod) ([]conch.SandboxSetting, []string) {
 	return out, problems
 }
 
-// SandboxStats reads the limits of the conversation's pod and claim. Use
-// is unknown without the metrics API: CPUPercent and MemoryBytes are -1,
-// DiskBytes -1, PIDs unknown (the node's podPidsLimit is not visible).
+// SandboxStats reads the limits of the conversation's pod and claim, and
+// the sandbox container's CPU and memory use from the metrics API
+// (metrics.k8s.io) where the cluster serves it: -1 where it does not, or
+// has no sample of the pod yet. DiskBytes is -1 and PIDs unknown (the
+// kubelet's volume stats and the node's podPidsLimit are not visible).
 func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (conch.SandboxStats, error) {
 	if err := r.loadAssigned(ctx); err != nil {
 		return conch.SandboxStats{}, err
@@ -298,6 +300,11 @@ func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (
 		if c.Name == SandboxContainer {
 			st.MemoryLimit = c.Resources.Limits.Memory().Value()
 		}
+	}
+	if u, err := r.metrics.container(ctx, name, SandboxContainer); err != nil {
+		r.opts.Logger.Warn("sandbox use unknown", "pod", name, "err", err)
+	} else if u.ok {
+		st.CPUPercent, st.MemoryBytes = u.CPUPercent, u.MemoryBytes
 	}
 	pvc, err := r.cs.CoreV1().PersistentVolumeClaims(r.ns).Get(ctx, name, metav1.GetOptions{})
 	if err == nil {

@@ -27,6 +27,11 @@ const (
 	SandboxContainer = "sandbox"
 	// installContainer is the init container that copies the binary.
 	installContainer = "install-agent"
+	// SkillsPath is where the skills are in the sandbox container
+	// (read-only), as on Docker; SkillsContainer, the small container
+	// that alone mounts them writable, is what conch copies them through.
+	SkillsPath      = AgentDir + "/skills"
+	SkillsContainer = "skills"
 )
 
 // Defaults.
@@ -91,6 +96,11 @@ type Options struct {
 	// SweepEvery is how often idle pods are looked for; 0 derives it from
 	// IdleStop (a quarter, between 1 s and 1 min).
 	SweepEvery time.Duration
+	// SkillsDir is the host directory of skill files every pod gets
+	// read-only at SkillsPath, copied in on use when it changed (its own
+	// volume and a small container, SkillsContainer, that writes it). ""
+	// means pods have no skills volume.
+	SkillsDir string
 	// Known lists the conversations the store knows; Reconcile deletes the
 	// pods and claims of any other. nil treats every labelled conversation
 	// as known.

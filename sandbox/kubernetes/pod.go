@@ -213,11 +213,46 @@ func (s spec) podSpec(claim string) corev1.PodSpec {
 			Resources:       s.resources(),
 		}},
 	}
+	if s.o.SkillsDir != "" {
+		s.addSkills(&ps)
+	}
 	if s.o.RuntimeClass != "" {
 		rc := s.o.RuntimeClass
 		ps.RuntimeClassName = &rc
 	}
 	return ps
+}
+
+// Resources of the skills container: it idles as process 1 and runs the
+// short unpack execs conch makes when the skills changed.
+const (
+	skillsCPUMilli = 100
+	skillsMemory   = 64 << 20
+	skillsVolume   = 64 << 20
+)
+
+// addSkills gives ps the skills volume: read-only in the sandbox container
+// (its mount point is made by the init container in the agent volume),
+// writable only in the skills container, which runs conch (the agent
+// image) as process 1 with the same confinement. The tools' uid cannot
+// write the skills: the mount is read-only in their container, and they
+// cannot reach the other one.
+func (s spec) addSkills(ps *corev1.PodSpec) {
+	ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "skills", VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: resource.NewQuantity(skillsVolume, resource.BinarySI)}}})
+	sb := &ps.Containers[0]
+	sb.VolumeMounts = append(sb.VolumeMounts, corev1.VolumeMount{Name: "skills", MountPath: SkillsPath, ReadOnly: true})
+	rl := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(skillsCPUMilli, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(skillsMemory, resource.BinarySI),
+	}
+	ps.Containers = append(ps.Containers, corev1.Container{
+		Name: SkillsContainer, Image: s.o.AgentImage, ImagePullPolicy: s.o.ImagePullPolicy,
+		Command:         []string{s.o.AgentPath, "sandbox-init"},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "skills", MountPath: SkillsPath}},
+		SecurityContext: s.containerSecurity(),
+		Resources:       corev1.ResourceRequirements{Limits: rl, Requests: rl.DeepCopy()},
+	})
 }
 
 // denyAll selects every sandbox pod of the instance with no rule in either

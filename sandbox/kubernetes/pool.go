@@ -31,6 +31,9 @@ type poolEntry struct {
 	// client is the pod's agent, dialled and pinged ahead so that the
 	// conversation's first command does not wait for the exec stream.
 	client *sandboxd.Client
+	// skills is the hash of the skills copied in ahead ("" if none were):
+	// the first command does not wait for that copy either.
+	skills string
 }
 
 // poolPrefix starts every pool pod's (and claim's) name of the instance.
@@ -183,16 +186,26 @@ func (r *Runtime) addPoolPod(ctx context.Context) error {
 		_ = c.Close()
 		return fail(fmt.Errorf("warm pool: start the agent in %s: %w", name, err))
 	}
+	entry := poolEntry{name: name, uid: p.UID, client: c}
+	if r.opts.SkillsDir != "" {
+		if hash, err := r.hostSkillsHash(); err == nil {
+			if err := r.copySkills(ctx, name, hash); err != nil {
+				r.opts.Logger.Warn("warm pool: skills not copied ahead (copied on use)", "pod", name, "err", err)
+			} else {
+				entry.skills = hash
+			}
+		}
+	}
 	r.mu.Lock()
 	closed := r.closed
 	if !closed {
-		r.pool = append(r.pool, poolEntry{name: name, uid: p.UID, client: c})
+		r.pool = append(r.pool, entry)
 	}
 	r.mu.Unlock()
 	if closed {
 		_ = c.Close()
 	}
-	r.opts.Logger.Debug("warm pool pod ready", "pod", name)
+	r.opts.Logger.Info("warm pool pod ready", "pod", name)
 	return nil
 }
 
@@ -254,6 +267,9 @@ func (r *Runtime) assignFromPool(ctx context.Context, b *box) (p *corev1.Pod, ok
 		r.mu.Unlock()
 		b.name = e.name
 		b.client = e.client
+		if e.skills != "" {
+			b.skills = skillsSent{uid: string(e.uid), hash: e.skills}
+		}
 		if b.client == nil {
 			b.client = r.poolClient(p)
 		}

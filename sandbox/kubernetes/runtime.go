@@ -45,6 +45,9 @@ type Runtime struct {
 	assigned    map[string]string
 	scanned     bool // assigned was filled from the cluster
 
+	skillsHash skillsHash // the host's skills, hashed at most once a second
+	metrics    *metricsReader
+
 	life context.Context // ends at Close: the janitor
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -71,6 +74,9 @@ type box struct {
 	uid      string
 	client   *sandboxd.Client
 	released bool
+
+	// skills is what the pod's skills volume holds; guarded by lock.
+	skills skillsSent
 
 	// idle is set when the janitor deleted the pod for idleness (not again
 	// until the next use).
@@ -121,6 +127,9 @@ func New(ctx context.Context, o Options) (*Runtime, error) {
 	r := &Runtime{opts: o, rest: rc, cs: cs, ns: o.Namespace, boxes: map[string]*box{}, assigned: map[string]string{},
 		spec: spec{o: o, instance: InstanceLabel(o.InstanceID)}}
 	r.hash = r.spec.profileHash()
+	if r.metrics, err = newMetricsReader(rc, cs.Discovery(), r.ns, o.Now); err != nil {
+		return nil, &conch.Error{Kind: conch.KindInvalid, Err: err}
+	}
 	if v, err := cs.Discovery().ServerVersion(); err != nil {
 		return nil, r.apiErr("reach the API server", err)
 	} else {
@@ -275,6 +284,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	// since, is used without asking the API server again (one GET per tool
 	// call would be the API server's load and its client's rate limit).
 	if b.client != nil && r.opts.Now().UnixNano()-b.verified.Load() < int64(verifyEvery) {
+		r.syncSkillsLocked(ctx, b)
 		return nil
 	}
 	pods := r.cs.CoreV1().Pods(r.ns)
@@ -296,6 +306,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	}
 	if p != nil && b.client != nil && string(p.UID) == b.uid && podReady(p) {
 		b.verified.Store(r.opts.Now().UnixNano())
+		r.syncSkillsLocked(ctx, b)
 		return nil
 	}
 	b.closeClient()
@@ -312,6 +323,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	if b.client == nil { // a claimed pool pod comes with its stream open
 		b.client = r.poolClient(p)
 	}
+	r.syncSkillsLocked(ctx, b)
 	return nil
 }
 

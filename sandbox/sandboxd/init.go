@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -48,8 +49,13 @@ func reap() {
 
 // InstallSelf copies the running executable to dir/name (mode 0755,
 // written to a temporary name and renamed): an init container puts conch
-// into the volume the sandbox container runs it from.
+// into the volume the sandbox container runs it from. It also makes
+// dir/skills, where the pod's skills volume is mounted (the volume at dir
+// is read-only there, so the mount point must exist in it).
 func InstallSelf(dir, name string) (string, error) {
+	if err := os.Mkdir(filepath.Join(dir, "skills"), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("install: %w", err)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("install: %w", err)

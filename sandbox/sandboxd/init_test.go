@@ -29,6 +29,14 @@ func TestInstallSelf(t *testing.T) {
 	if fi, _ := os.Stat(dst); fi.Mode().Perm() != 0o755 {
 		t.Fatalf("mode %v", fi.Mode())
 	}
+	// The skills volume's mount point (the agent volume is read-only in
+	// the sandbox container, so it must exist there already).
+	if fi, err := os.Stat(filepath.Join(dir, "skills")); err != nil || !fi.IsDir() {
+		t.Fatalf("no skills mount point: %v", err)
+	}
+	if _, err := sandboxd.InstallSelf(dir, "conch"); err != nil {
+		t.Fatalf("a second install: %v", err)
+	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".conch-*")); len(left) > 0 {
 		t.Fatalf("temporary files left: %v", left)
 	}

@@ -73,8 +73,9 @@ async function refresh() {
       conch.el("td", { text: s.conversation + (s.pool ? " (pool)" : "") + (s.orphan ? " (orphan)" : "") }),
       conch.el("td", { text: s.engine }),
       conch.el("td", { class: "state " + s.state, text: sandboxState(s), title: "image " + (s.image_current ? "current" : "stale") + ", profile " + (s.profile_current ? "current" : "stale") }),
-      conch.el("td", { text: st ? st.cpu_percent.toFixed(1) + "%" : (s.stats_error ? "?" : "") }),
-      conch.el("td", { text: st ? conch.bytes(st.memory_bytes) + (st.memory_limit ? " / " + conch.bytes(st.memory_limit) : "") : "" }),
+      // -1: the backend cannot tell (Kubernetes without a metrics API).
+      conch.el("td", { text: st ? (st.cpu_percent < 0 ? "unknown" : st.cpu_percent.toFixed(1) + "%") : (s.stats_error ? "?" : "") }),
+      conch.el("td", { text: st ? (st.memory_bytes < 0 ? "unknown" : conch.bytes(st.memory_bytes)) + (st.memory_limit ? " / " + conch.bytes(st.memory_limit) : "") : "" }),
       conch.el("td", { text: st ? String(st.pids) + (st.pids_limit ? " / " + st.pids_limit : "") : "", class: st && st.pids_limit && st.pids + 4 > st.pids_limit ? "err" : "" }),
       terms,
       conch.el("td", {}, s.conversation && !s.pool ? btn("remove", () => act("remove", s.conversation, "Remove the sandbox of " + s.conversation + " and its workspace?"), "danger") : "")));

@@ -1,7 +1,7 @@
 // Command agentmain is the in-sandbox agent alone, for tests that need a
 // static binary to bind-mount into sandboxes before cmd/conch exists or
 // without building all of it. It accepts the same `sandbox-agent` argument,
-// and `sandbox-init [--install DIR]` as the Kubernetes backend's pods run it.
+// and `sandbox-init [--install DIR | --unpack DIR --hash H]` as the Kubernetes backend's pods run it.
 package main
 
 import (
@@ -25,8 +25,13 @@ func main() {
 		err = sandboxd.Init(ctx)
 	case len(os.Args) == 4 && os.Args[1] == "sandbox-init" && os.Args[2] == "--install":
 		_, err = sandboxd.InstallSelf(os.Args[3], "conch")
+	case len(os.Args) == 6 && os.Args[1] == "sandbox-init" && os.Args[2] == "--unpack" && os.Args[4] == "--hash":
+		var changed bool
+		if changed, err = sandboxd.UnpackTree(os.Args[3], os.Args[5], os.Stdin); err == nil {
+			fmt.Println(map[bool]string{true: "unpacked", false: "unchanged"}[changed], os.Args[5])
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent | sandbox-init [--install DIR]")
+		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent | sandbox-init [--install DIR | --unpack DIR --hash H]")
 		os.Exit(2)
 	}
 	if err != nil {

@@ -1,0 +1,271 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"conch"
+)
+
+// Grouped commits: every change the Store makes on the conversation path
+// (AddInbound, StartTurn, AppendMessage, RecordStep, AppendEvent,
+// FinishTurn, markers, cursors, usage, …) is a member of a write group.
+// Changes that arrive while a group is being written wait; the next group
+// writes them all in one SQLite transaction, each member inside its own
+// SAVEPOINT, and commits once. A member's own error rolls back its savepoint
+// only: it is that member's error, the others commit. An error that ends the
+// transaction (BEGIN, COMMIT, a full disk, an I/O error) is every member's
+// error: none of the group is stored.
+//
+// A group with a durable member (AddInbound) commits with synchronous=FULL
+// under SyncInbound: one fsync for the whole group, and every member,
+// durable or not, returns only after it. So a channel acknowledges a message
+// only after its group's fsync, and a change another caller made before it
+// is never behind it on disk.
+//
+// Leadership passes from caller to caller: the first caller to find no
+// group being written writes the next one (its own among them) and hands
+// the lead to the first caller still queued. No goroutine runs when nothing
+// is queued, and Close has nothing to stop.
+//
+// Order: a caller's changes are committed in the order it made them (it
+// waits for each); changes of different callers are committed in the order
+// they were queued. Reads (the reader pool) see a change once its group has
+// committed, which is before its caller returns.
+
+// maxGroup bounds how many changes share one transaction.
+const maxGroup = 256
+
+type writeQueue struct {
+	mu      sync.Mutex
+	pending []*writeReq
+	leading bool // a caller is writing a group
+	// requests, groups and synced count what went through, for tests.
+	requests, groups, synced int
+}
+
+type writeReq struct {
+	// ctx is the caller's: a change whose ctx ended before its group ran is
+	// not made. Statements run without it (see writeGroup).
+	ctx     context.Context
+	durable bool
+	fn      func(ctx context.Context, tx *sql.Tx) error
+	// auto, when set, makes the same change as fn as one statement in
+	// its own (autocommit) transaction: a group of this change alone runs
+	// it, which saves the BEGIN and COMMIT round trips.
+	auto func(ctx context.Context) error
+	// single says fn runs one statement that changes something (and
+	// returns its error): the statement's own atomicity stands in for a
+	// savepoint.
+	single bool
+	// wake receives true when this caller is to write the next group, false
+	// when its result is ready.
+	wake chan bool
+	err  error
+}
+
+// write runs fn as one member of a write group; it returns after the
+// group committed (or failed). fn must use the ctx it is given, not the
+// caller's: a caller that gives up must not interrupt the others' transaction.
+func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return d.enqueue(ctx, false, fn)
+}
+
+// writeDurable is write whose group's commit is synced to disk under
+// SyncInbound (under SyncFull every commit is; under SyncNormal none is).
+func (d *DB) writeDurable(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return d.enqueue(ctx, true, fn)
+}
+
+func (d *DB) enqueue(ctx context.Context, durable bool, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return d.enqueueReq(&writeReq{ctx: ctx, durable: durable, fn: fn})
+}
+
+func (d *DB) enqueueReq(r *writeReq) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	r.wake = make(chan bool, 1)
+	q := &d.writes
+	q.mu.Lock()
+	q.pending = append(q.pending, r)
+	q.requests++
+	lead := !q.leading
+	q.leading = true
+	q.mu.Unlock()
+	// A caller waits even when its ctx ends: its change may be in the group
+	// being written, and it may be handed the lead.
+	if lead || <-r.wake {
+		d.writeGroup()
+		<-r.wake // own result, delivered by the group just written
+	}
+	return r.err
+}
+
+// writeGroup takes the queued changes (the leader's among them), writes
+// them, wakes their callers and hands the lead to the next queued caller.
+func (d *DB) writeGroup() {
+	q := &d.writes
+	q.mu.Lock()
+	n := min(len(q.pending), maxGroup)
+	group := q.pending[:n:n]
+	q.pending = q.pending[n:]
+	q.groups++
+	durable := false
+	for _, r := range group {
+		durable = durable || r.durable
+	}
+	durable = durable && d.syncInbound
+	if durable {
+		q.synced++
+	}
+	q.mu.Unlock()
+
+	var err error
+	if r := group[0]; len(group) == 1 && r.auto != nil && !durable {
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.err = r.auto(context.Background())
+		}
+	} else {
+		err = d.commitGroup(group, durable)
+	}
+	if err := d.diskFull(err); err != nil {
+		for _, r := range group {
+			r.err = err
+		}
+	} else {
+		for _, r := range group {
+			r.err = d.diskFull(r.err)
+		}
+	}
+
+	q.mu.Lock()
+	if len(q.pending) > 0 {
+		q.pending[0].wake <- true
+	} else {
+		q.leading = false
+	}
+	q.mu.Unlock()
+	for _, r := range group {
+		r.wake <- false
+	}
+}
+
+// commitGroup writes group in one transaction. It sets the members' own
+// errors and returns the error that ended the transaction, if any.
+func (d *DB) commitGroup(group []*writeReq, durable bool) error {
+	// Not the ctx of any one caller: cancelling a statement's ctx interrupts
+	// the connection, which may roll back the whole transaction.
+	ctx := context.Background()
+	conn, err := d.w.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if durable {
+		if _, err := conn.ExecContext(ctx, sqlSyncFull); err != nil {
+			return err
+		}
+		defer func() {
+			// Should this fail, the connection stays FULL: slower, never
+			// less safe. It is not the group's error: what it changed is
+			// committed, and telling its callers otherwise would have them
+			// make their changes again.
+			_, _ = conn.ExecContext(ctx, sqlSyncNormal)
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	alone := len(group) == 1
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		if alone {
+			// Its error is the transaction's: nothing else to keep.
+			if r.err = r.fn(ctx, tx); r.err != nil {
+				return nil
+			}
+			continue
+		}
+		if r.single {
+			// A refused statement is undone by SQLite and the transaction
+			// goes on; any other error may have ended it: everybody's.
+			if r.err = r.fn(ctx, tx); r.err != nil && !statementOnly(r.err) {
+				return r.err
+			}
+			continue
+		}
+		if _, err := tx.StmtContext(ctx, d.ws.savepoint).ExecContext(ctx); err != nil {
+			return err
+		}
+		if r.err = r.fn(ctx, tx); r.err != nil {
+			// Some errors (a full disk, I/O) end the whole transaction;
+			// then the savepoint is gone and so is everybody's change.
+			if _, err := tx.StmtContext(ctx, d.ws.rollbackTo).ExecContext(ctx); err != nil {
+				return errors.Join(r.err, fmt.Errorf("roll back one change of a group: %w", err))
+			}
+		}
+		if _, err := tx.StmtContext(ctx, d.ws.release).ExecContext(ctx); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// exec runs one prepared statement of the writer as a member of a write group.
+func (d *DB) exec(ctx context.Context, st *sql.Stmt, args ...any) (res sql.Result, err error) {
+	err = d.enqueueReq(&writeReq{ctx: ctx, single: true,
+		fn: func(ctx context.Context, tx *sql.Tx) error {
+			res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			return err
+		},
+		auto: func(ctx context.Context) error {
+			res, err = st.ExecContext(ctx, args...)
+			return err
+		}})
+	return res, err
+}
+
+// execSQL runs one statement as a member of a write group.
+func (d *DB) execSQL(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	err = d.enqueueReq(&writeReq{ctx: ctx, single: true,
+		fn: func(ctx context.Context, tx *sql.Tx) error {
+			res, err = tx.ExecContext(ctx, query, args...)
+			return err
+		},
+		auto: func(ctx context.Context) error {
+			res, err = d.w.ExecContext(ctx, query, args...)
+			return err
+		}})
+	return res, err
+}
+
+// write1 is write for an fn that runs one statement changing something and
+// returns its error (or an error of its own only when the statement changed
+// nothing): it needs no savepoint in a group.
+func (d *DB) write1(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return d.enqueueReq(&writeReq{ctx: ctx, fn: fn, single: true})
+}
+
+// statementOnly reports whether err, from a member that ran one statement,
+// left the group's transaction as it was: the statement was refused (a
+// constraint: SQLite undid it) or changed nothing (no row, not found).
+// Other errors (a full disk, I/O, no memory) may have ended the transaction.
+func statementOnly(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+	}
+	return errors.Is(err, sql.ErrNoRows) || conch.KindOf(err) == conch.KindNotFound
+}
