@@ -53,6 +53,7 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	r.pool = rc.pool
 	r.mu.Unlock()
 	r.log.Info("sandboxes reconciled", "reattached", rc.reattached, "stopped", rc.kept, "removed", rc.removed, "pool", len(rc.pool))
+	r.reconnectAsync(rc.live)
 	r.fillPoolAsync()
 	return errors.Join(rc.errs...)
 }
@@ -67,6 +68,9 @@ type reconciler struct {
 	pool        []poolEntry
 
 	reattached, kept, removed int
+	// live are the boxes reattached running, whose agents are started
+	// again in the background (reconnect.go).
+	live []*box
 }
 
 // container reconciles one container of the instance. Its problems are
@@ -153,6 +157,7 @@ func (rc *reconciler) adopt(ctx context.Context, key conch.ConversationKey, c co
 		r.mu.Unlock()
 		if b.running {
 			rc.reattached++
+			rc.live = append(rc.live, b)
 		} else {
 			rc.kept++
 		}
