@@ -26,7 +26,10 @@ type box struct {
 	id      string
 	running bool
 	volume  string
-	ops     sandboxOps
+	// sock is the host's socket directory of the container ("" for the
+	// exec transport).
+	sock string
+	ops  sandboxOps
 	// released is set when the box left Runtime.boxes (Release, Remove):
 	// whoever still holds it takes the conversation's current box instead.
 	released bool
@@ -167,7 +170,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 		if b.running {
 			return nil
 		}
-		_, err := r.api.ContainerStart(ctx, b.id, client.ContainerStartOptions{})
+		err := r.startContainer(ctx, b.id, b.name, b.sock)
 		switch {
 		case cerrdefs.IsNotFound(err):
 			b.id = ""
@@ -196,6 +199,7 @@ func (r *Runtime) adoptLocked(ctx context.Context, b *box, c container.InspectRe
 	b.id = c.ID
 	b.running = c.State != nil && c.State.Running
 	b.volume = workspaceVolume(c)
+	b.sock = socketDirOf(c)
 	return nil
 }
 
@@ -274,7 +278,8 @@ func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 	if err := r.reg.delete(b.name); err != nil {
 		return err
 	}
-	b.id, b.running, b.volume = "", false, ""
+	r.removeSocketDir(b.sock)
+	b.id, b.running, b.volume, b.sock = "", false, "", ""
 	r.releaseLocked(b)
 	r.log.Info("sandbox removed", "conversation", key.String(), "container", b.name)
 	return nil

@@ -14,6 +14,8 @@ import (
 
 type poolEntry struct {
 	name, id string
+	// sock is the container's socket directory ("" for exec).
+	sock string
 	// ops is the pool container's agent, started ahead so that the first
 	// command of a conversation does not wait for it.
 	ops sandboxOps
@@ -77,12 +79,12 @@ func (r *Runtime) addPoolContainer(parent context.Context) error {
 	if err := r.createVolume(ctx, name, labels); err != nil {
 		return err
 	}
-	id, err := r.createContainer(ctx, name, name, img, labels)
+	id, sock, err := r.createContainer(ctx, name, name, img, labels)
 	if err != nil {
 		_ = r.removeVolume(ctx, name)
 		return err
 	}
-	ops := r.newOps(id, name)
+	ops := r.newOps(id, name, sock)
 	if a, ok := ops.(*sandboxdOps); ok {
 		if _, err := a.Ping(ctx); err != nil {
 			_ = a.Close()
@@ -93,7 +95,7 @@ func (r *Runtime) addPoolContainer(parent context.Context) error {
 	r.mu.Lock()
 	closed := r.closed
 	if !closed {
-		r.pool = append(r.pool, poolEntry{name: name, id: id, ops: ops})
+		r.pool = append(r.pool, poolEntry{name: name, id: id, sock: sock, ops: ops})
 	}
 	r.mu.Unlock()
 	if closed {
@@ -141,7 +143,7 @@ func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err erro
 		if err := r.reg.put(b.name, regEntry{Conversation: b.key.String(), Volume: vol, Assigned: r.opts.Now()}); err != nil {
 			return false, err
 		}
-		b.id, b.running, b.volume = p.id, true, vol
+		b.id, b.running, b.volume, b.sock = p.id, true, vol, socketDirOf(ins.Container)
 		b.closeOpsLocked()
 		b.ops = p.ops
 		r.log.Info("sandbox assigned from warm pool", "conversation", b.key.String(), "container", b.name, "id", shortID(p.id))

@@ -1,6 +1,7 @@
 // Command agentmain is the in-sandbox agent alone, for tests that need a
 // static binary to bind-mount into sandboxes before cmd/conch exists or
-// without building all of it. It accepts the same `sandbox-agent` argument,
+// without building all of it. It accepts the same `sandbox-agent` arguments (stdio, or --listen and
+// --key-file in that order),
 // and `sandbox-init [--install DIR]` as the Kubernetes backend's pods run it.
 package main
 
@@ -19,6 +20,8 @@ func main() {
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == "sandbox-agent":
 		err = sandboxd.ServeStdio(context.Background())
+	case len(os.Args) == 6 && os.Args[1] == "sandbox-agent" && os.Args[2] == "--listen" && os.Args[4] == "--key-file":
+		err = sandboxd.ServeSocket(context.Background(), sandboxd.ListenOptions{Path: os.Args[3], KeyFile: os.Args[5]})
 	case len(os.Args) == 2 && os.Args[1] == "sandbox-init":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
@@ -26,7 +29,7 @@ func main() {
 	case len(os.Args) == 4 && os.Args[1] == "sandbox-init" && os.Args[2] == "--install":
 		_, err = sandboxd.InstallSelf(os.Args[3], "conch")
 	default:
-		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent | sandbox-init [--install DIR]")
+		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent [--listen SOCKET --key-file FILE] | sandbox-init [--install DIR]")
 		os.Exit(2)
 	}
 	if err != nil {
