@@ -330,7 +330,7 @@ func (r *Runtime) socketDial(id, name, dir string) sandboxd.DialFunc {
 				return nil, ctx.Err()
 			case <-t.C:
 			}
-			wait = min(wait*2, 10*time.Millisecond)
+			wait = min(wait*2, time.Millisecond)
 		}
 	}
 }
