@@ -12,6 +12,8 @@ import (
 	"conch"
 	"conch/internal/testenv"
 	"conch/internal/testenv/engine"
+	"conch/sandbox/docker"
+	"conch/sandbox/sandboxd/sandboxdtest"
 
 	"github.com/moby/moby/client"
 )
@@ -164,3 +166,20 @@ while True:
     c.close()
     with open("/tmp/imposter.log", "a") as f:
         f.write("%d\n" % n)`
+
+// TestContractOverTransports runs the behaviour every conch.Sandbox must
+// have against a real container on both engines, over both transports.
+func TestContractOverTransports(t *testing.T) {
+	engine.Each(t, func(t *testing.T, eng *engine.Engine) {
+		for _, tr := range []string{docker.TransportSocket, docker.TransportExec} {
+			t.Run(tr, func(t *testing.T) {
+				rt := newRuntime(t, eng, func(o *docker.Options) { withAgent(t)(o); o.Transport = tr })
+				sb, err := rt.Sandbox(ctxT(t), key("!contract:example.org"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				sandboxdtest.Contract(t, sb)
+			})
+		}
+	})
+}
