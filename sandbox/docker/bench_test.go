@@ -157,6 +157,13 @@ func BenchmarkFirstCommand(b *testing.B) {
 		cold := newRuntime(b, eng, func(o *docker.Options) { o.SandboxdBinary = bin })
 		warm := newRuntime(b, eng, func(o *docker.Options) { o.SandboxdBinary = bin; o.WarmPool = 1 })
 		ctx := benchCtx(b)
+		// As conch up does at start: the runtimes then know their
+		// containers' names.
+		for _, rt := range []*testRuntime{cold, warm} {
+			if err := rt.Reconcile(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
 		n := 0
 		last := map[*testRuntime]conch.ConversationKey{}
 		first := func(rt *testRuntime) func(ctx context.Context) error {

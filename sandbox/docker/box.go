@@ -154,7 +154,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	if b.id != "" && b.running {
 		return nil
 	}
-	if b.id == "" {
+	if b.id == "" && r.mayExist(b.name) {
 		c, err := r.api.ContainerInspect(ctx, b.name, client.ContainerInspectOptions{})
 		switch {
 		case cerrdefs.IsNotFound(err):
@@ -182,7 +182,13 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 			return nil
 		}
 	}
-	return r.createLocked(ctx, b)
+	err := r.createLocked(ctx, b)
+	if nameConflict(err) && !r.mayExist(b.name) {
+		// Made behind this runtime's back: ask the engine after all.
+		r.noteName(b.name, true)
+		return r.ensureLocked(ctx, b)
+	}
+	return err
 }
 
 // adoptLocked takes over an existing container with b's name, or removes it

@@ -119,9 +119,12 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 		return "", "", r.engineErr("create sandbox "+name, err)
 	}
 	id = res.ID
+	r.noteName(name, true)
 	defer func() {
 		if err != nil {
-			_, _ = r.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+			if _, rerr := r.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); rerr == nil || cerrdefs.IsNotFound(rerr) {
+				r.noteName(name, false)
+			}
 		}
 	}()
 	for _, w := range res.Warnings {
@@ -161,6 +164,7 @@ func (r *Runtime) removeContainer(ctx context.Context, id string, key conch.Conv
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.engineErr("remove sandbox "+name, err)
 	}
+	r.noteName(name, false)
 	r.audit(ctx, conch.AuditSandboxRemove, key, map[string]any{"container": name, "id": id, "reason": reason, "engine": r.info.Engine})
 	return nil
 }

@@ -42,6 +42,11 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return r.engineErr("reconcile sandboxes: list", err)
 	}
+	names := make([]string, 0, len(list.Items))
+	for _, s := range list.Items {
+		names = append(names, containerName(s.Names))
+	}
+	r.setNames(names)
 	rc := &reconciler{r: r, known: known, usedVolumes: map[string]bool{}, usedSockets: map[string]bool{}}
 	for _, s := range list.Items {
 		if err := rc.container(ctx, s.ID, containerName(s.Names)); err != nil {

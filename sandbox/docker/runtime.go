@@ -143,6 +143,9 @@ type Runtime struct {
 
 	mu    sync.Mutex
 	boxes map[string]*box // by conversation key
+	// names are the instance's container names, nil until a Reconcile
+	// listed them (known.go).
+	names map[string]bool
 	pool  []poolEntry
 	// poolFilling is true while a fill goroutine runs.
 	poolFilling bool
