@@ -99,38 +99,45 @@ func keyPath(dir string) string { return dir + ".key" }
 
 // writeKey gives the container behind dir a new key: conch's copy, and the
 // one its agent reads (and removes) at start. It is called before the
-// container starts, when no tool process exists yet.
+// container starts, when no tool process exists yet (and when a dead agent
+// is started again).
+//
+// The directory is writable from inside the container, so the agent's copy
+// is owned and moded through its open file, never by path (a path the
+// tools replaced with a symlink would make conch chown a host file).
 func (r *Runtime) writeKey(dir string) error {
 	k := sandboxd.NewKey()
-	if err := writeFileAtomic(keyPath(dir), k, 0o600); err != nil {
-		return fmt.Errorf("socket key: %w", err)
-	}
-	in := filepath.Join(dir, keyFileName)
-	if err := writeFileAtomic(in, k, 0o600); err != nil {
+	if err := writeFileAtomic(keyPath(dir), k, 0o600, nil); err != nil {
 		return fmt.Errorf("socket key: %w", err)
 	}
 	// The agent runs as the tools' uid: rootful, conch hands the file to
 	// it; rootless, conch's own uid is the container's root and the file
 	// must be readable to reach the sub-uid (the directory above keeps
 	// host users out either way).
+	own := func(f *os.File) error { return f.Chmod(0o644) }
 	if uid, gid, ok := numericUser(r.profile.User); ok && os.Geteuid() == 0 {
-		if err := os.Chown(in, uid, gid); err != nil {
-			return fmt.Errorf("socket key: %w", err)
-		}
-	} else if err := os.Chmod(in, 0o644); err != nil {
+		own = func(f *os.File) error { return f.Chown(uid, gid) }
+	}
+	if err := writeFileAtomic(filepath.Join(dir, keyFileName), k, 0o600, own); err != nil {
 		return fmt.Errorf("socket key: %w", err)
 	}
 	return nil
 }
 
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// writeFileAtomic writes path through a new temporary file (O_EXCL: never
+// an existing file or link), which own, if set, adjusts by its descriptor,
+// and renames it into place.
+func writeFileAtomic(path string, data []byte, mode os.FileMode, own func(*os.File) error) error {
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, mode)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
+	if err == nil && own != nil {
+		err = own(f)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -310,7 +317,15 @@ func (r *Runtime) socketDial(id, name, dir string) sandboxd.DialFunc {
 			// A freshly started agent's socket: take it out of the
 			// container's reach, then dial it.
 			if rerr := os.Rename(filepath.Join(dir, socketName), path); rerr == nil {
-				r.agentUp(dir)
+				// Whatever was there came from inside the container: only
+				// a socket is dialled (a link would point conch anywhere
+				// on the host).
+				if fi, lerr := os.Lstat(path); lerr != nil || fi.Mode().Type() != os.ModeSocket {
+					_ = os.Remove(path)
+					r.log.Warn("sandbox agent: refused a non-socket in the socket directory", "container", name)
+				} else {
+					r.agentUp(dir)
+				}
 				continue
 			}
 			if !r.awaitingAgent(dir) {

@@ -1,10 +1,12 @@
 package docker_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -113,6 +115,59 @@ except OSError as e:
 				t.Errorf("the agent's socket is not back at %s: %v", sock, err)
 			}
 		})
+
+		t.Run("a link the tools put in its place is not followed", func(t *testing.T) {
+			// A listener on the host that the link points at: conch must
+			// never connect to it.
+			hd, err := os.MkdirTemp("", "hl")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(hd)
+			hostSock := filepath.Join(hd, "s.sock")
+			ln, err := net.Listen("unix", hostSock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var connects atomic.Int32
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					connects.Add(1)
+					c.Close()
+				}
+			}()
+			// And links where conch writes the restarted agent's key: conch
+			// must not chown, chmod or write the host file behind them.
+			hostFile := filepath.Join(hd, "secret")
+			if err := os.WriteFile(hostFile, []byte("host only"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if r := run(t, sb, "sh", "-c", "pkill -f '"+imposterName+"'; ln -sfn "+hostSock+" /run/conch/agent.sock && ln -sfn "+hostFile+
+				" /run/conch/key && ln -sfn "+hostFile+" /run/conch/key.tmp && ls /run/conch"); r.ExitCode != 0 {
+				t.Fatalf("plant a link: exit %d %q", r.ExitCode, out(r))
+			}
+			_, _ = sb.Exec(ctx, conch.ExecRequest{Argv: []string{"pkill", "-KILL", "-f", "sandbox-agent --listen"}, Timeout: 10 * time.Second})
+			if r := run(t, sb, "true"); r.ExitCode != 0 {
+				t.Fatalf("after the agent was killed: exit %d %q", r.ExitCode, out(r))
+			}
+			if fi, err := os.Stat(hostFile); err != nil || fi.Mode().Perm() != 0o600 || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+				t.Errorf("host file behind the key links: %v, %v; want it untouched (0600, ours)", fi, err)
+			}
+			if b, _ := os.ReadFile(hostFile); string(b) != "host only" {
+				t.Errorf("host file behind the key links holds %q", b)
+			}
+			if n := connects.Load(); n != 0 {
+				t.Errorf("conch connected %d times to the host socket the link pointed at", n)
+			}
+			if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != os.ModeSocket {
+				t.Errorf("the agent's socket at %s: %v, %v; want a socket", sock, fi, err)
+			}
+		})
 	})
 }
 
@@ -138,6 +193,9 @@ for p in ("/run/conch/key", "/run/conch/agent.sock"):
     if os.path.exists(p):
         found.append(p)
 print(" ".join(found) or "none")`
+
+// imposterName finds the impostor by its command line (pkill -f).
+const imposterName = "imposter[.]log" // a pattern that does not match itself
 
 // imposterProbe listens where the agent binds its socket and logs how many
 // bytes each connection brings before it closes it.
