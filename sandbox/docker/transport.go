@@ -184,6 +184,9 @@ func (r *Runtime) removeSocketDir(dir string) {
 	_ = os.RemoveAll(dir)
 	_ = os.Remove(keyPath(dir))
 	_ = os.Remove(hostSocket(dir))
+	r.mu.Lock()
+	delete(r.launched, dir)
+	r.mu.Unlock()
 }
 
 // sweepSocketDirs removes the socket directories no container of the

@@ -168,6 +168,15 @@ except OSError as e:
 				t.Errorf("the agent's socket at %s: %v, %v; want a socket", sock, fi, err)
 			}
 		})
+
+		t.Run("removing the sandbox removes its socket directory and key", func(t *testing.T) {
+			if err := rt.Remove(ctx, key("!socket:example.org")); err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(root, "*")); len(left) != 0 {
+				t.Errorf("left in %s: %q", root, left)
+			}
+		})
 	})
 }
 
