@@ -23,6 +23,9 @@ type poolEntry struct {
 	ops sandboxOps
 }
 
+// poolRefillDelay is how long after an assignment the pool is refilled.
+const poolRefillDelay = 200 * time.Millisecond
+
 // fillPoolAsync tops the warm pool up to WarmPool in the background.
 func (r *Runtime) fillPoolAsync() {
 	r.mu.Lock()
@@ -93,6 +96,13 @@ func (r *Runtime) addPoolContainer(parent context.Context) error {
 			_ = r.removeOrphan(ctx, id, name, name, conch.ConversationKey{}, "agent did not start")
 			return fmt.Errorf("warm pool: start agent in %s: %w", name, err)
 		}
+		// The OOM baseline before the container's first program, read
+		// now rather than on the claiming conversation's first command.
+		if n, ok := a.oomKills(ctx); ok {
+			a.mu.Lock()
+			a.oomBase = n
+			a.mu.Unlock()
+		}
 	}
 	r.mu.Lock()
 	closed := r.closed
@@ -159,7 +169,10 @@ func (r *Runtime) assignFromPool(ctx context.Context, b *box) (ok bool, err erro
 		r.log.Info("sandbox assigned from warm pool", "conversation", b.key.String(), "container", b.name, "id", shortID(p.id))
 		r.audit(ctx, conch.AuditSandboxCreate, b.key, map[string]any{"container": b.name, "id": p.id, "volume": vol,
 			"image": img, "engine": r.info.Engine, "profile": r.specHash, "pool": true})
-		r.fillPoolAsync()
+		// Not at once: a container create competing for the CPU slowed
+		// the claiming conversation's first command by 1–2 ms on two
+		// cores, and a refill takes far longer than the wait anyway.
+		time.AfterFunc(poolRefillDelay, r.fillPoolAsync)
 		return true, nil
 	}
 }
