@@ -57,6 +57,18 @@ func TestChatSandboxSurvivesKill(t *testing.T) {
 		if after := containers(); len(after) != 1 || after[0] != before[0] {
 			t.Fatalf("containers after restart %v, want the same %v", after, before)
 		}
+		// Both turns reached the agent over its socket: one exec ever (the
+		// agent's start), the restarted conch dialled the same socket.
+		if socks, _ := filepath.Glob(filepath.Join(dir, "data", "sockets", "*.sock")); len(socks) != 1 {
+			t.Errorf("agent sockets %q, want one", socks)
+		}
+		ins, err := api.ContainerInspect(t.Context(), before[0], client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(ins.Container.ExecIDs); n != 1 {
+			t.Errorf("container has %d execs, want 1 (the agent's start; the restart reattached over the socket)", n)
+		}
 	})
 }
 

@@ -42,13 +42,21 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return r.engineErr("reconcile sandboxes: list", err)
 	}
-	rc := &reconciler{r: r, known: known, usedVolumes: map[string]bool{}}
+	names := make([]string, 0, len(list.Items))
+	for _, s := range list.Items {
+		names = append(names, containerName(s.Names))
+	}
+	r.setNames(names)
+	rc := &reconciler{r: r, known: known, usedVolumes: map[string]bool{}, usedSockets: map[string]bool{}}
 	for _, s := range list.Items {
 		if err := rc.container(ctx, s.ID, containerName(s.Names)); err != nil {
 			return err
 		}
 	}
 	rc.volumes(ctx)
+	if len(rc.errs) == 0 {
+		r.sweepSocketDirs(rc.usedSockets)
+	}
 	r.mu.Lock()
 	r.pool = rc.pool
 	r.mu.Unlock()
@@ -65,6 +73,8 @@ type reconciler struct {
 	known       map[string]bool
 	errs        []error
 	usedVolumes map[string]bool
+	// usedSockets are the socket directories of the containers kept.
+	usedSockets map[string]bool
 	pool        []poolEntry
 
 	reattached, kept, removed int
@@ -100,8 +110,9 @@ func (rc *reconciler) container(ctx context.Context, id, name string) error {
 			return nil
 		}
 		if reason == "" && c.State.Running && len(rc.pool) < r.opts.WarmPool {
-			rc.pool = append(rc.pool, poolEntry{name: name, id: c.ID})
+			rc.pool = append(rc.pool, poolEntry{name: name, id: c.ID, sock: socketDirOf(c)})
 			rc.usedVolumes[vol] = true
+			rc.usedSockets[socketDirOf(c)] = true
 			return nil
 		}
 		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, conch.ConversationKey{}, "surplus or stale pool container"))
@@ -129,6 +140,7 @@ func (rc *reconciler) container(ctx context.Context, id, name string) error {
 		return nil
 	}
 	rc.usedVolumes[vol] = true
+	rc.usedSockets[socketDirOf(c)] = true
 	return rc.adopt(ctx, key, c)
 }
 

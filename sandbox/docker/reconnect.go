@@ -18,11 +18,13 @@ const reconnectTimeout = time.Minute
 // enough to keep the engine busy, not a herd of hundreds of execs.
 const reconnectParallel = 8
 
-// reconnectAsync starts, in the background, the agent of every sandbox
-// Reconcile reattached running, reconnectParallel at a time: starting an agent is
-// an engine exec, the largest part of a conversation's first operation
-// after a restart, and with many live conversations the messages that come
-// at once after the start would otherwise each wait for their own. An
+// reconnectAsync connects, in the background, to the agent of every sandbox
+// Reconcile reattached running, reconnectParallel at a time. Over the
+// socket transport the agent outlived conch and this is a dial and a
+// handshake; over the exec transport (or when the agent died) it is an
+// engine exec, the largest part of a conversation's first operation after a
+// restart. With many live conversations the messages that come at once
+// after the start would otherwise each wait for their own. An
 // operation that comes first dials itself (the client dials once); a
 // failure here only leaves the dial to the next operation.
 func (r *Runtime) reconnectAsync(boxes []*box) {
@@ -75,7 +77,7 @@ func (r *Runtime) reconnect(ctx context.Context, b *box) bool {
 		return false
 	}
 	if b.ops == nil {
-		b.ops = r.newOps(b.id, b.name)
+		b.ops = r.newOps(b.id, b.name, b.sock)
 	}
 	ops, ok := b.ops.(*sandboxdOps)
 	b.unlock()
