@@ -199,8 +199,9 @@ func moduleOf(p string, mods []string) string {
 
 // PackageOf is the import path of the package a Go linker symbol belongs
 // to: "net/http" for "net/http.(*Transport).RoundTrip", "type:*net/http.Header",
-// "go:itab.*os.File,io.Reader" or "slices.Sort[go.shape.int]". A symbol of no
-// package (the linker's own) is its whole name up to the first dot.
+// "go:itab.*os.File,io.Reader" or "slices.Sort[go.shape.int]" (the linker
+// writes a dot in a path's last element as %2e). A symbol of no package (the
+// linker's own) is its whole name up to the first dot.
 func PackageOf(sym string) string {
 	for _, prefix := range []string{"type:.eq.", "type:.hash.", "type:.namedata.", "type:.importpath.", "type:", "go:itab.", "go:link.", "go:info.", "go:cuinfo.", "go:string.", "go:func."} {
 		if strings.HasPrefix(sym, prefix) {
@@ -214,9 +215,9 @@ func PackageOf(sym string) string {
 	}
 	slash := strings.LastIndexByte(sym, '/')
 	if dot := strings.IndexByte(sym[slash+1:], '.'); dot >= 0 {
-		return sym[:slash+1+dot]
+		sym = sym[:slash+1+dot]
 	}
-	return sym
+	return strings.ReplaceAll(sym, "%2e", ".")
 }
 
 // Table writes the n largest rows of sizes as Markdown: name, estimated MB of
