@@ -75,7 +75,7 @@ func lastToolResult(t *testing.T, srv *fakellm.Server) string {
 
 // engineEnv points conch at the test engine e, as the conch instance
 // instance (whose containers instanceContainers removes).
-func engineEnv(t *testing.T, e *engine.Engine, instance string) []string {
+func engineEnv(t testing.TB, e *engine.Engine, instance string) []string {
 	return []string{
 		"CONCH_SANDBOX_ENGINE=" + e.Name,
 		"CONCH_SANDBOX_HOST=" + e.Host,
@@ -88,7 +88,7 @@ func engineEnv(t *testing.T, e *engine.Engine, instance string) []string {
 
 // instanceContainers lists the ids of the containers of a conch instance and
 // removes them (with their volumes) when the test ends.
-func instanceContainers(t *testing.T, api *client.Client, instance string) func() []string {
+func instanceContainers(t testing.TB, api *client.Client, instance string) func() []string {
 	t.Helper()
 	list := func() []string {
 		t.Helper()

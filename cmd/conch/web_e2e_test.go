@@ -24,7 +24,7 @@ import (
 )
 
 // freeAddr returns a loopback address nobody listens on.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
