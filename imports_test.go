@@ -88,6 +88,7 @@ var modulePackages = map[string]struct {
 	"conch/internal/backoff":          {layerLeaf, nil},
 	"conch/internal/binsize":          {layerLeaf, nil}, // what the release binary is made of
 	"conch/internal/flock":            {layerLeaf, nil},
+	"conch/internal/idletrim":         {layerLeaf, nil}, // idle memory back to the system
 	"conch/internal/release/sbom":     {layerLeaf, nil}, // make release: the SBOM of a binary
 	"conch/internal/systemd":          {layerLeaf, nil},
 	"conch/netpolicy":                 {layerLeaf, nil},

@@ -26,39 +26,27 @@ import (
 	"conch/internal/testenv/fakellm"
 )
 
-// releaseBuild is conch built once per test binary as a release is
-// (internal/binsize.Build: CGO_ENABLED=0, -trimpath, the release tags), both
-// stripped (what users download) and unstripped (its symbols attribute the
-// bytes).
-var releaseBuild struct {
-	once                 sync.Once
-	stripped, unstripped string
-	err                  error
-}
-
-func releaseBinary(tb testing.TB) (stripped, unstripped string) {
+// releaseBinary builds conch as a release is (internal/binsize.Build:
+// CGO_ENABLED=0, -trimpath, the release tags) into a directory removed when
+// the benchmark ends: stripped (what users download) and, with symbols, the
+// same build unstripped (its symbols attribute the bytes). Compiling is
+// cached by the go command; a build after the first is a link.
+func releaseBinary(tb testing.TB, symbols bool) (stripped, unstripped string) {
 	tb.Helper()
-	releaseBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "conch-release")
-		if err != nil {
-			releaseBuild.err = err
-			return
-		}
-		// The directory outlives the benchmark that built it (the next one
-		// reuses the binaries); the test binary removes nothing else.
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		releaseBuild.stripped, releaseBuild.unstripped = filepath.Join(dir, "conch"), filepath.Join(dir, "conch.symbols")
-		if err := binsize.Build(ctx, "../..", "./cmd/conch", releaseBuild.stripped, true); err != nil {
-			releaseBuild.err = err
-			return
-		}
-		releaseBuild.err = binsize.Build(ctx, "../..", "./cmd/conch", releaseBuild.unstripped, false)
-	})
-	if releaseBuild.err != nil {
-		tb.Fatal(releaseBuild.err)
+	dir := tb.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	stripped = filepath.Join(dir, "conch")
+	if err := binsize.Build(ctx, "../..", "./cmd/conch", stripped, true); err != nil {
+		tb.Fatal(err)
 	}
-	return releaseBuild.stripped, releaseBuild.unstripped
+	if symbols {
+		unstripped = filepath.Join(dir, "conch.symbols")
+		if err := binsize.Build(ctx, "../..", "./cmd/conch", unstripped, false); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return stripped, unstripped
 }
 
 // BenchmarkReleaseBinary builds conch as `make release` does (every default
@@ -66,7 +54,7 @@ func releaseBinary(tb testing.TB) (stripped, unstripped string) {
 // logs the 15 largest modules and packages (go run
 // ./internal/binsize/cmd/binsize prints the same tables).
 func BenchmarkReleaseBinary(b *testing.B) {
-	stripped, unstripped := releaseBinary(b)
+	stripped, unstripped := releaseBinary(b, true)
 	r, err := binsize.Attribute(unstripped, stripped)
 	if err != nil {
 		b.Fatal(err)
@@ -96,15 +84,18 @@ func BenchmarkReleaseBinary(b *testing.B) {
 func BenchmarkIdleRSS(b *testing.B) {
 	testenv.Short(b)
 	const conversations = 20
-	bin, _ := releaseBinary(b)
+	bin, _ := releaseBinary(b, false)
 	e := engine.Docker(b)
 	srv := fakellm.New(b)
 	// Each turn runs one command in its conversation's sandbox, then answers.
 	srv.Handle(func(r fakellm.Request) fakellm.Reply {
 		if last := r.Messages[len(r.Messages)-1]; len(last.ToolResults) > 0 {
+			if res := last.ToolResults[0].Content; !strings.Contains(res, "in-sandbox") {
+				return fakellm.Text("the command failed: " + res)
+			}
 			return fakellm.Text("re: " + r.LastUserText())
 		}
-		return fakellm.ToolCall("bash", `{"command":"echo hi > /workspace/hi.txt"}`)
+		return fakellm.ToolCall("bash", `{"command":"echo in-sandbox"}`)
 	})
 	dir := b.TempDir()
 	addr := freeAddr(b)
@@ -188,7 +179,8 @@ func BenchmarkIdleRSS(b *testing.B) {
 		b.Fatalf("the model was asked %d times, want %d (a tool call and an answer per turn)", n, 2*conversations)
 	}
 	if got := len(containers()); got < conversations {
-		b.Fatalf("%d sandboxes, want one per conversation (%d)", got, conversations)
+		last, _ := srv.Last()
+		b.Fatalf("%d sandboxes, want one per conversation (%d); a tool result: %+v; conch's log:\n%s", got, conversations, last.ToolResults(), stderr.String())
 	}
 
 	// Idle: nothing arrives; memory settles once the runtime has returned
@@ -201,6 +193,12 @@ func BenchmarkIdleRSS(b *testing.B) {
 	b.StopTimer()
 	b.Logf("idle after %d conversations: VmRSS %.1f MiB = RssAnon %.1f + RssFile %.1f + RssShmem %.1f; VmHWM %.1f MiB",
 		conversations, st.mib("VmRSS"), st.mib("RssAnon"), st.mib("RssFile"), st.mib("RssShmem"), st.mib("VmHWM"))
+	b.Logf("resident per mapping of %s (KiB): %s", filepath.Base(bin), binaryMappings(b, up.Process.Pid, bin))
+	if f := os.Getenv("CONCH_BENCH_STDERR"); f != "" { // to read conch's log (GODEBUG=gctrace=1 shows the heap)
+		if err := os.WriteFile(f, []byte(stderr.String()), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
 	b.ReportMetric(st.mib("VmRSS"), "rss-MiB")
 	b.ReportMetric(st.mib("RssAnon"), "anon-MiB")
 	b.ReportMetric(st.mib("RssFile"), "file-MiB")
@@ -235,19 +233,21 @@ func readStatus(tb testing.TB, pid int) procStatus {
 }
 
 // settledStatus samples the process's memory every 2 s until VmRSS has
-// moved less than 256 KiB over the last three samples (at most 2 minutes:
-// the runtime forces a GC every 2 minutes, so by then an idle heap is as
-// small as it gets), and returns the last sample.
+// moved less than 256 KiB over the last 30 s — longer than two periods of
+// conch's idle trim (internal/idletrim), so the trim after the last turn has
+// run — and returns the last sample. It gives up waiting after 3 minutes
+// (past the runtime's forced collection every 2 minutes).
 func settledStatus(tb testing.TB, pid int) procStatus {
 	tb.Helper()
+	const window = 15 // samples: 30 s
 	var last []int64
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		st := readStatus(tb, pid)
 		last = append(last, st["VmRSS"])
-		if n := len(last); n >= 3 {
-			lo, hi := last[n-3], last[n-3]
-			for _, v := range last[n-3:] {
+		if n := len(last); n >= window {
+			lo, hi := last[n-window], last[n-window]
+			for _, v := range last[n-window:] {
 				lo, hi = min(lo, v), max(hi, v)
 			}
 			if hi-lo < 256 || time.Now().After(deadline) {
@@ -299,4 +299,47 @@ func (c *webClient) newConversationTB(tb testing.TB) string {
 		tb.Errorf("new conversation: %s, %v", resp.Status, err)
 	}
 	return conv.ID
+}
+
+// binaryMappings sums /proc/PID/smaps's Rss per mapping of the binary (its
+// code, read-only data with the pc tables, data), and of the anonymous
+// rest, to say which part of RssFile and RssAnon is which.
+func binaryMappings(tb testing.TB, pid int, bin string) string {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []string
+	var name string
+	anon := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			name = f[1] // permissions
+			if len(f) >= 6 {
+				if f[5] == bin {
+					name = "binary " + f[1]
+				} else {
+					name = f[5]
+				}
+			} else {
+				name = "anon " + f[1]
+			}
+		case len(f) == 3 && f[0] == "Rss:":
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			if strings.HasPrefix(name, "binary ") {
+				out = append(out, fmt.Sprintf("%s %d", name, n))
+			} else {
+				anon[name] += n
+			}
+		}
+	}
+	for k, v := range anon {
+		if v >= 512 {
+			out = append(out, fmt.Sprintf("%s %d", k, v))
+		}
+	}
+	return strings.Join(out, ", ")
 }
