@@ -58,31 +58,48 @@ func Run(ctx context.Context, o Options) {
 	}
 	t := time.NewTicker(o.Every)
 	defer t.Stop()
-	s := newSampler()
-	last := s.read()
-	trimmed := true // nothing to give back before the first work
+	tr := newTrimmer(o, newSampler().read)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			tr.step()
 		}
-		now := s.read()
-		if now.allocs-last.allocs >= o.Quiet {
-			trimmed = false // busy: trim when it goes quiet
-		} else if !trimmed {
-			trimmed = true
-			if spare := now.spare(); spare >= o.MinReturn {
-				o.trim()
-				after := s.read()
-				if o.Logger != nil {
-					o.Logger.Debug("idle: heap returned to the system", "spare_mib", mib(spare), "released_mib", mib(after.released-now.released), "live_mib", mib(after.live))
-				}
-				now = after
-			}
-		}
-		last = now
 	}
+}
+
+// trimmer is the state of Run between periods.
+type trimmer struct {
+	o       Options
+	read    func() sample
+	last    sample
+	trimmed bool
+}
+
+func newTrimmer(o Options, read func() sample) *trimmer {
+	// Nothing to give back before the first work.
+	return &trimmer{o: o, read: read, last: read(), trimmed: true}
+}
+
+// step ends a period: busy if it allocated Quiet or more, else idle; the
+// first idle period after a busy one trims when MinReturn is spare.
+func (t *trimmer) step() {
+	now := t.read()
+	if now.allocs-t.last.allocs >= t.o.Quiet {
+		t.trimmed = false // busy: trim when it goes quiet
+	} else if !t.trimmed {
+		t.trimmed = true
+		if spare := now.spare(); spare >= t.o.MinReturn {
+			t.o.trim()
+			after := t.read()
+			if t.o.Logger != nil {
+				t.o.Logger.Debug("idle: heap returned to the system", "spare_mib", mib(spare), "released_mib", mib(after.released-now.released), "live_mib", mib(after.live))
+			}
+			now = after
+		}
+	}
+	t.last = now
 }
 
 // sample is what Run reads of the runtime's memory.

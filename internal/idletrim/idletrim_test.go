@@ -1,54 +1,45 @@
 package idletrim
 
 import (
-	"context"
 	"runtime/debug"
 	"testing"
-	"time"
 )
 
 var sink []byte
 
-// busy allocates garbage for d, as a turn does.
-func busy(d time.Duration) {
-	for end := time.Now().Add(d); time.Now().Before(end); {
-		sink = make([]byte, 64<<10)
-	}
-}
-
-// TestTrimsOncePerQuietPeriod: no trim before any work, one trim when work
-// stops, none while idle goes on, one again after the next burst.
+// TestTrimsOncePerQuietPeriod: no trim before any work, one trim on the
+// first quiet period after work, none while idle goes on, one again after the
+// next burst, none when too little is spare.
 func TestTrimsOncePerQuietPeriod(t *testing.T) {
-	trims := make(chan struct{}, 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Options{Every: 20 * time.Millisecond, Quiet: 32 << 10, MinReturn: 1, trim: func() { trims <- struct{}{} }})
-	}()
-	defer func() { cancel(); <-done }()
-	expect := func(n int, within time.Duration) {
-		t.Helper()
-		got := 0
-		deadline := time.After(within)
-		for {
-			select {
-			case <-trims:
-				got++
-				continue
-			case <-deadline:
-			}
-			break
-		}
-		if got != n {
-			t.Fatalf("%d trims, want %d", got, n)
-		}
+	var cur sample
+	trims := 0
+	tr := newTrimmer(Options{Quiet: 100, MinReturn: 1000, trim: func() { trims++; cur.free = 0 }}, func() sample { return cur })
+	// period is one period of Run: alloc bytes allocated in it, spare
+	// bytes free at its end; it returns the trims so far.
+	period := func(alloc, spare uint64) int {
+		cur.allocs += alloc
+		cur.free = spare
+		tr.step()
+		return trims
 	}
-	expect(0, 150*time.Millisecond) // idle from the start: nothing to give back
-	for range 2 {
-		busy(150 * time.Millisecond)
-		expect(1, 500*time.Millisecond) // the quiet period after the burst
-		expect(0, 200*time.Millisecond) // still idle: no second trim
+	steps := []struct {
+		alloc, spare uint64
+		want         int
+		what         string
+	}{
+		{0, 5000, 0, "idle from the start: nothing to trim"},
+		{1 << 20, 5000, 0, "busy"},
+		{10, 5000, 1, "quiet after work: trim"},
+		{10, 5000, 1, "still quiet: no second trim"},
+		{1 << 20, 5000, 1, "busy again"},
+		{0, 5000, 2, "quiet again: trim"},
+		{1 << 20, 10, 2, "busy, little garbage"},
+		{0, 10, 2, "quiet, but less spare than MinReturn: no trim"},
+	}
+	for _, st := range steps {
+		if got := period(st.alloc, st.spare); got != st.want {
+			t.Fatalf("%s: %d trims, want %d", st.what, got, st.want)
+		}
 	}
 }
 
