@@ -82,6 +82,7 @@ chaos:
 bench:
 	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 2s ./gateway/ ./sandbox/... ./terminal/...
 	$(GO) test -tags $(TAGS) -run '^$$' -bench BenchmarkWeb -benchtime 200x ./cmd/conch/
+	$(GO) test -tags $(TAGS) -run '^$$' -bench 'BenchmarkReleaseBinary|BenchmarkIdleRSS' -benchtime 1x ./cmd/conch/
 
 # Fuzzing every parser of outside input: one `go test -fuzz` run per target
 # (Go fuzzes one target per run), FUZZTIME each. The seed corpora (f.Add and

@@ -80,11 +80,15 @@ func BenchmarkReleaseBinary(b *testing.B) {
 // (the test dockerd), then leaves it idle and reports what stays resident:
 // rss-MiB (VmRSS), anon-MiB (RssAnon: heap, stacks, runtime), file-MiB
 // (RssFile: the binary's own pages, mostly), read from /proc once memory has
-// settled.
+// settled. CONCH_BENCH_BINARY=path measures that binary instead (an older
+// build, for a before/after in one sitting).
 func BenchmarkIdleRSS(b *testing.B) {
 	testenv.Short(b)
 	const conversations = 20
-	bin, _ := releaseBinary(b, false)
+	bin := os.Getenv("CONCH_BENCH_BINARY") // another build to compare, e.g. main's
+	if bin == "" {
+		bin, _ = releaseBinary(b, false)
+	}
 	e := engine.Docker(b)
 	srv := fakellm.New(b)
 	// Each turn runs one command in its conversation's sandbox, then answers.
