@@ -321,14 +321,13 @@ func binaryMappings(tb testing.TB, pid int, bin string) string {
 		f := strings.Fields(line)
 		switch {
 		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
-			name = f[1] // permissions
-			if len(f) >= 6 {
-				if f[5] == bin {
-					name = "binary " + f[1]
-				} else {
-					name = f[5]
-				}
-			} else {
+			// address, permissions, offset, device, inode[, path]
+			switch {
+			case len(f) >= 6 && f[5] == bin:
+				name = "binary " + f[1]
+			case len(f) >= 6:
+				name = f[5]
+			default:
 				name = "anon " + f[1]
 			}
 		case len(f) == 3 && f[0] == "Rss:":
