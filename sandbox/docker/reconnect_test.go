@@ -17,10 +17,20 @@ import (
 // before any operation asks for it, so that the conversations' first
 // messages do not each wait for an engine exec; a sandbox stopped meanwhile
 // gets none (it starts on its next use). HasSandbox tells a conversation
-// with a sandbox from one without, from memory or with one inspect.
+// with a sandbox from one without, from memory or with one inspect. Over
+// the exec transport the agents end with conch and are started again; over
+// the socket transport they outlive conch and are dialled again, never a
+// second agent.
 func TestReconcileReconnectsAgents(t *testing.T) {
+	for _, transport := range []string{docker.TransportExec, docker.TransportSocket} {
+		t.Run(transport, func(t *testing.T) { testReconcileReconnectsAgents(t, transport) })
+	}
+}
+
+func testReconcileReconnectsAgents(t *testing.T, transport string) {
 	eng := engine.Docker(t)
-	rt := newRuntime(t, eng, withAgent(t))
+	agent := withAgent(t)
+	rt := newRuntime(t, eng, func(o *docker.Options) { agent(o); o.Transport = transport })
 	ctx := ctxT(t)
 	live, stopped := key("!live:example.org"), key("!stopped:example.org")
 	ids := map[string]string{}
@@ -62,8 +72,13 @@ func TestReconcileReconnectsAgents(t *testing.T) {
 	if agents(ids["live"]) != 1 {
 		t.Fatalf("before the restart: %d agents in the live sandbox, want 1", agents(ids["live"]))
 	}
-	rt.Close() // conch stops: the agents' streams end, and the agents with them
-	waitFor("the agents ended with conch", func() bool { return agents(ids["live"]) == 0 })
+	rt.Close()
+	if transport == docker.TransportExec {
+		// The agents' streams end, and the agents with them.
+		waitFor("the agents ended with conch", func() bool { return agents(ids["live"]) == 0 })
+	} else if n := agents(ids["live"]); n != 1 {
+		t.Fatalf("after conch stopped: %d agents in the live sandbox, want the one listening on its socket", n)
+	}
 	if _, err := api.ContainerStop(ctx, ids["stopped"], client.ContainerStopOptions{}); err != nil {
 		t.Fatal(err)
 	}
