@@ -4,6 +4,11 @@
 # commands; -tags noe2ee is the opt-in build without encryption.
 GO        ?= go
 TAGS      ?= goolm
+# Tags of every build a user runs (build, release, the container image;
+# internal/binsize.ReleaseTags and its test keep them equal): grpcnotrace keeps
+# gRPC from linking golang.org/x/net/trace, whose html/template would turn off
+# the linker's dead-method elimination (docs/decisions/2026-11-26-binary-size.md).
+RELEASE_TAGS = grpcnotrace
 # Stamped into the binary (conch version); a release sets VERSION.
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -18,11 +23,11 @@ RACE_PKGS = ./gateway/... ./agent/... ./sqlite/... ./sandbox/sandboxd/... ./egre
 .PHONY: build test race vet tidy-check staticcheck check fmt bench chaos fuzz clean build-kubernetes kube-e2e kube-kubelet
 
 build:
-	$(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
+	$(GO) build -tags $(TAGS),$(RELEASE_TAGS) -ldflags '$(LDFLAGS)' -o bin/conch ./cmd/conch
 
 # conch with the Kubernetes sandbox backend (client-go; sandbox.backend = "kubernetes").
 build-kubernetes:
-	$(GO) build -tags $(TAGS),kubernetes -o bin/conch ./cmd/conch
+	$(GO) build -tags $(TAGS),$(RELEASE_TAGS),kubernetes -o bin/conch ./cmd/conch
 
 # The Kubernetes backend against a real kube-apiserver + etcd (built once into
 # the test cache, minutes cold) and the test node running pods in dockerd
@@ -141,7 +146,7 @@ release-bins:
 	@set -e; for p in $(PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; name=conch-$(VERSION)-$$os-$$arch; \
 		echo "== $$name"; mkdir -p $(DIST)/$$name; \
-		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(DIST)/$$name/conch ./cmd/conch; \
+		GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -tags $(RELEASE_TAGS) -ldflags '$(LDFLAGS)' -o $(DIST)/$$name/conch ./cmd/conch; \
 		cp README.md $(DIST)/$$name/; \
 		$(GO) run ./internal/release/sbom -version $(VERSION) -date $(DATE) $(DIST)/$$name/conch > $(DIST)/$$name.cdx.json; \
 		tar -C $(DIST) --owner=0 --group=0 --numeric-owner --mtime='$(DATE)' --sort=name -czf $(DIST)/$$name.tar.gz $$name; \
@@ -150,4 +155,4 @@ release-bins:
 	cd $(DIST) && sha256sum *.tar.gz *.cdx.json > SHA256SUMS && cat SHA256SUMS
 
 release-image:
-	VERSION=$(VERSION) COMMIT=$(COMMIT) DATE=$(DATE) ENGINE=$(ENGINE) IMAGE=$(IMAGE) DIST=$(DIST) GO=$(GO) images/conch/build.sh
+	RELEASE_TAGS=$(RELEASE_TAGS) VERSION=$(VERSION) COMMIT=$(COMMIT) DATE=$(DATE) ENGINE=$(ENGINE) IMAGE=$(IMAGE) DIST=$(DIST) GO=$(GO) images/conch/build.sh

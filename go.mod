@@ -172,3 +172,7 @@ require (
 
 // The pure-Go olm without a build tag (scripts/mautrix-fork.sh, third_party/mautrix/README.md).
 replace maunium.net/go/mautrix => ./third_party/mautrix
+
+// go-cmp without the reflect Method call that disables the linker's dead-method
+// elimination (scripts/go-cmp-fork.sh, third_party/go-cmp/README.md).
+replace github.com/google/go-cmp => ./third_party/go-cmp

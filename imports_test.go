@@ -86,12 +86,16 @@ var modulePackages = map[string]struct {
 	// Imported by channels only (the channelShared rule below).
 	"conch/channel/internal/markdown": {layerLeaf, nil},
 	"conch/internal/backoff":          {layerLeaf, nil},
+	"conch/internal/binsize":          {layerLeaf, nil}, // what the release binary is made of
 	"conch/internal/flock":            {layerLeaf, nil},
+	"conch/internal/idletrim":         {layerLeaf, nil}, // idle memory back to the system
 	"conch/internal/release/sbom":     {layerLeaf, nil}, // make release: the SBOM of a binary
 	"conch/internal/systemd":          {layerLeaf, nil},
 	"conch/netpolicy":                 {layerLeaf, nil},
 	"conch/llm":                       {layerLeaf, nil},
 	"conch/media":                     {layerLeaf, nil},
+
+	"conch/internal/binsize/cmd/binsize": {layerLeaf, nil},
 
 	// make bench / make soak: the table of the performance goals.
 	"conch/internal/benchtable":                {layerLeaf, nil},

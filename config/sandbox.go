@@ -59,7 +59,10 @@ type SandboxConfig struct {
 	Disk string `toml:"disk" env:"DISK"`
 	// Backend is "engine" (Docker or Podman, the default) or "kubernetes"
 	// (a pod per conversation, [sandbox.kubernetes]; kubernetes.go).
-	Backend    string           `toml:"backend" env:"BACKEND"`
+	Backend string `toml:"backend" env:"BACKEND"`
+	// Transport is how conch reaches each sandbox's agent on Docker and
+	// Podman: auto | socket | exec (sandbox/docker/transport.go).
+	Transport  string           `toml:"transport" env:"TRANSPORT"`
 	Kubernetes KubernetesConfig `toml:"kubernetes" envPrefix:"KUBERNETES_"`
 }
 
@@ -244,6 +247,11 @@ func (s SandboxConfig) validate() []Problem {
 		return ps
 	}
 	ps = append(ps, s.validateBackend()...)
+	switch s.Transport {
+	case "", "auto", "socket", "exec":
+	default:
+		add("sandbox.transport", "unknown transport "+s.Transport, "use auto (a unix socket when the engine runs on this machine), socket or exec")
+	}
 	if bin, key := s.Sandboxd(); bin != "" {
 		if fi, err := os.Stat(bin); err != nil || fi.IsDir() {
 			add(key, fmt.Sprintf("%s is not a file", bin), "point it at a conch binary built with CGO_ENABLED=0, or remove the key")

@@ -85,6 +85,7 @@ func TestSandboxValidate(t *testing.T) {
 		{"defaults", func(*SandboxConfig) {}, ""},
 		{"none skips the rest", func(s *SandboxConfig) { s.Engine, s.WarmPool = "none", -1 }, ""},
 		{"bad engine", func(s *SandboxConfig) { s.Engine = "lxc" }, "sandbox.engine"},
+		{"bad transport", func(s *SandboxConfig) { s.Transport = "tcp" }, "sandbox.transport"},
 		{"missing sandboxd binary", func(s *SandboxConfig) { s.SandboxdBinary = "/nonexistent/conch" }, "sandbox.sandboxd_binary"},
 		{"missing sandboxd binary by its old name", func(s *SandboxConfig) { s.AgentBinary = "/nonexistent/conch" }, "sandbox.agent_binary"},
 		{"negative idle stop", func(s *SandboxConfig) { s.IdleStop = d("-1m") }, "sandbox.idle_stop"},

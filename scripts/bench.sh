@@ -62,11 +62,14 @@ bench)
 	# tag kubernetes: make kube-e2e) and the ones run below with their own
 	# counts. -benchtime 1s suits both kinds of benchmark here: b.N loops run
 	# for about a second, those taking their own samples (sandboxdtest.Measure,
-	# >= 200 each) run once or a few times.
+	# >= 200 each) run once or a few times. cmd/conch's, each a conch up,
+	# run once (1x).
 	pkgs=${BENCH_PKGS:-$(git grep -l '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | grep -v '^sandbox/kubernetes$' | sed 's|^|./|; s|$|/|')}
 	for p in $pkgs; do
 		case $p in
-		./cmd/conch/) run "$p" 1s -bench . -skip '^BenchmarkSoak$' ;;
+		./cmd/conch/) # conch up's benchmarks take their own samples (1x); the web chat's loop b.N
+			run "$p" 1x -bench . -skip '^(BenchmarkSoak|BenchmarkWeb.*)$'
+			run "$p" 1s -bench '^BenchmarkWeb' ;;
 		./terminal/) run "$p" 10x -bench . ;;
 		./terminal/coder/) run "$p" 10x -bench . ;;
 		./sandbox/docker/) run "$p" 1s -bench . -skip '^BenchmarkAgentImage$' ;; # the image build: its own command (AGENTS.md)

@@ -26,6 +26,9 @@ const bashRC = `# conch: shell TTY setup (generated; edits are overwritten)
 [ -r "$HOME/.bashrc" ] && . "$HOME/.bashrc"
 __conch_nonce=${CONCH_NONCE-}
 unset CONCH_NONCE
+# The pane's terminal, for the turn-end hook of a CLI started here: it
+# writes its marker there without asking tmux (a fork and a round trip).
+CONCH_PANE_TTY=$(tty 2>/dev/null) && export CONCH_PANE_TTY || unset CONCH_PANE_TTY
 __conch_status=0
 __conch_pc() { __conch_status=$?; return $__conch_status; }
 PROMPT_COMMAND="__conch_pc${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
@@ -49,7 +52,10 @@ exit $__conch_s`
 // turnEndScript is the turn-end hook the coding-agent CLIs run: it keeps
 // the hook's payload (the CLI's final message is in it: see AnswerFile),
 // appends to a marker file and tells conch at once by printing a marker on
-// the agent's pane (found through $TMUX_PANE, which the CLI inherits).
+// the agent's pane: its terminal as conch's shell found it when it started
+// ($CONCH_PANE_TTY, which the CLI inherits), else as tmux names the pane
+// ($TMUX_PANE; a fork and a round trip to the tmux server, ~10-50 ms on a
+// loaded machine, which is why it is only the fallback).
 func turnEndScript(runDir string) string {
 	return fmt.Sprintf(`#!/bin/sh
 # conch: turn-end hook of a coding-agent CLI (generated)
@@ -76,10 +82,11 @@ if [ "$event" = turn ]; then
 	if [ -s "$out.tmp" ]; then mv -f "$out.tmp" "$out"; else rm -f "$out.tmp"; fi
 fi 2>/dev/null
 date +%%s.%%N >> "$run/$event-$name" 2>/dev/null
-if [ -n "$TMUX_PANE" ]; then
+tty=${CONCH_PANE_TTY:-}
+if { [ -z "$tty" ] || [ ! -w "$tty" ]; } && [ -n "$TMUX_PANE" ]; then
 	tty=$(tmux display-message -p -t "$TMUX_PANE" '#{pane_tty}' 2>/dev/null)
-	[ -n "$tty" ] && printf '\033]7770;conch;%%s;%%s;%%s\007' "$nonce" "$event" "$name" > "$tty"
 fi
+[ -n "$tty" ] && printf '\033]7770;conch;%%s;%%s;%%s\007' "$nonce" "$event" "$name" 2>/dev/null >"$tty"
 # Hook protocols that read stdout want JSON: an empty object changes nothing.
 printf '{}\n'
 exit 0

@@ -44,7 +44,7 @@ const maxFiles = 10
 
 // serverFrame is what the chat socket sends.
 type serverFrame struct {
-	// Type is "event", "history", "ack" or "error".
+	// Type is "event", "events", "history", "ack" or "error".
 	Type  string       `json:"type"`
 	Event *conch.Event `json:"event,omitempty"`
 	// HTML is the sanitised rendering of a reply or notice event.
@@ -52,6 +52,9 @@ type serverFrame struct {
 	// ID answers a send (ack, error).
 	ID    string `json:"id,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Frames are the frames of an "events" frame (a socket opened with
+	// batch=1): events that were waiting together, in order.
+	Frames []serverFrame `json:"frames,omitempty"`
 	// Messages and Seq: a "history" frame replaces what the page shows
 	// when the hub no longer keeps the events it asked for.
 	Messages []historyMessage `json:"messages,omitempty"`
@@ -81,7 +84,9 @@ func (c *Channel) readLimit() int64 {
 }
 
 // chatSocket is the chat WebSocket of one conversation:
-// GET /api/chat?c=<id>&after=<seq>.
+// GET /api/chat?c=<id>&after=<seq>[&batch=1]. With batch=1 (the page asks
+// for it) events that are already waiting when the socket is free go out
+// together in one "events" frame, in order.
 func (c *Channel) chatSocket(w http.ResponseWriter, r *http.Request) {
 	cv, err := c.convs.Get(r.Context(), r.URL.Query().Get("c"))
 	if err != nil {
@@ -102,7 +107,7 @@ func (c *Channel) chatSocket(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the answer (403 for a foreign origin)
 	}
 	conn.SetReadLimit(c.readLimit())
-	s := &chatSession{c: c, conn: conn, key: cv.Key(), cookie: sessionCookie(r), token: requestToken(r)}
+	s := &chatSession{c: c, conn: conn, key: cv.Key(), cookie: sessionCookie(r), token: requestToken(r), batch: r.URL.Query().Get("batch") == "1"}
 	s.run(r.Context(), after)
 }
 
@@ -126,6 +131,8 @@ type chatSession struct {
 	key    conch.ConversationKey
 	cookie string
 	token  string
+	// batch: the page takes "events" frames (see chatSocket).
+	batch bool
 }
 
 func (s *chatSession) run(ctx context.Context, after int64) {
@@ -207,9 +214,12 @@ func (s *chatSession) send(ctx context.Context, f clientFrame) {
 		fail("This message is not valid UTF-8; nothing was sent.")
 		return
 	}
-	h := s.c.handlerOrNil()
+	h := s.c.waitHandler(ctx)
 	if h == nil {
-		fail("conch is still starting; try again in a moment.")
+		if ctx.Err() == nil {
+			s.c.log.Warn("web message refused: conch is still starting", "conversation", s.key.String())
+			fail("conch is still starting; try again in a moment.")
+		}
 		return
 	}
 	atts, why := s.c.files(f.Files)
@@ -283,21 +293,63 @@ func (s *chatSession) pump(ctx context.Context, after int64, ready func()) error
 			// Ephemeral events (streamed text, tool output) are live only
 			// and carry the Seq of the last kept event: pass them on
 			// without moving the resume point.
-			eph := conch.Ephemeral(ev.Data)
-			if !eph && ev.Seq <= last {
+			frames, next, open := s.take(ev, ch, last)
+			if len(frames) == 0 {
+				if !open {
+					break
+				}
 				continue // never twice
 			}
-			if !s.write(ctx, s.c.eventFrame(ev)) {
+			f := frames[0]
+			if len(frames) > 1 {
+				f = serverFrame{Type: "events", Frames: frames}
+			}
+			if !s.write(ctx, f) {
 				return nil
 			}
-			if !eph {
-				last = ev.Seq
+			last = next
+			if !open {
+				break
 			}
 		}
 		// Closed: ctx is done, or we fell behind; subscribe again from
 		// the last Seq written.
 	}
 	return nil
+}
+
+// maxBatch caps the events of one "events" frame.
+const maxBatch = 64
+
+// take renders ev and, on a batching socket, the events already waiting
+// on ch (up to maxBatch), leaving out kept events at or before last (never
+// twice). It returns the frames, the resume point after them, and false
+// when ch closed meanwhile.
+func (s *chatSession) take(ev conch.Event, ch <-chan conch.Event, last int64) ([]serverFrame, int64, bool) {
+	var frames []serverFrame
+	add := func(ev conch.Event) {
+		eph := conch.Ephemeral(ev.Data)
+		if !eph && ev.Seq <= last {
+			return
+		}
+		frames = append(frames, s.c.eventFrame(ev))
+		if !eph {
+			last = ev.Seq
+		}
+	}
+	add(ev)
+	for s.batch && len(frames) < maxBatch {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return frames, last, false
+			}
+			add(ev)
+		default:
+			return frames, last, true
+		}
+	}
+	return frames, last, true
 }
 
 // eventFrame renders an event for the page.

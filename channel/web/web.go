@@ -161,8 +161,8 @@ func (c *Channel) Owner() conch.UserID { return c.opts.Owner }
 func (c *Channel) Name() conch.ChannelName { return conch.ChannelWeb }
 
 // Run implements conch.Channel: it hands the browser's messages to h until
-// ctx is done, and prunes expired sessions hourly. The HTTP handlers refuse
-// messages before Run.
+// ctx is done, and prunes expired sessions hourly. A message that comes
+// before Run waits for it (startWait at most).
 func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 	c.mu.Lock()
 	if c.handler != nil {
@@ -190,6 +190,28 @@ func (c *Channel) Run(ctx context.Context, h conch.Handler) error {
 // the event stream, which carries them with their Seq; Send only logs.
 func (c *Channel) Send(_ context.Context, out conch.Outbound) error {
 	c.log.Debug("outbound (delivered through events)", "conversation", out.Key.String(), "kind", out.Kind.String(), "bytes", len(out.Text))
+	return nil
+}
+
+// startWait bounds how long a message that came while conch starts (the
+// page is served before the gateway resumed its conversations) waits for
+// the gateway, rather than being refused.
+const startWait = time.Minute
+
+// waitHandler returns the handler once Run has it, waiting up to
+// startWait; nil when it did not come (or ctx ended).
+func (c *Channel) waitHandler(ctx context.Context) conch.Handler {
+	if h := c.handlerOrNil(); h != nil {
+		return h
+	}
+	t := time.NewTimer(startWait)
+	defer t.Stop()
+	select {
+	case <-c.ready:
+		return c.handlerOrNil()
+	case <-t.C:
+	case <-ctx.Done():
+	}
 	return nil
 }
 

@@ -809,9 +809,14 @@ func TestTerminalSocketStreamsOutput(t *testing.T) {
 	}
 }
 
-func TestSendBeforeRunIsRefused(t *testing.T) {
+// TestSendBeforeRunWaitsForIt: conch serves the page before the gateway
+// runs (it resumes its conversations first); a message sent then waits for
+// the gateway instead of being refused (the page would drop it), and is
+// stored once and acknowledged when the gateway comes.
+func TestSendBeforeRunWaitsForIt(t *testing.T) {
 	hub := newFakeHub()
-	ch, err := New(Options{Events: hub, Control: newFakeGateway(hub), Store: NewMemLogins(), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
+	gw := newFakeGateway(hub)
+	ch, err := New(Options{Events: hub, Control: gw, Store: NewMemLogins(), MaxMessageBytes: 64 << 10, LoginTTL: 10 * time.Minute, SessionTTL: 720 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -822,9 +827,23 @@ func TestSendBeforeRunIsRefused(t *testing.T) {
 	ts := &testServer{t: t, srv: srv, ch: ch, hub: hub}
 	c := ts.client()
 	cv := ts.newConversation(c)
-	conn := ts.chat(context.Background(), c, cv.ID, 0)
-	sendText(context.Background(), t, conn, "x", "hi")
-	if f := readWire(context.Background(), t, conn); f.Type != "error" || !strings.Contains(f.Error, "starting") {
-		t.Fatalf("got %+v", f)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn := ts.chat(ctx, c, cv.ID, 0)
+	sendText(ctx, t, conn, "x", "hi")
+	time.Sleep(200 * time.Millisecond)
+	if n := len(gw.inbounds()); n != 0 {
+		t.Fatalf("%d messages handed on before the gateway ran", n)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = ch.Run(runCtx, gw); close(done) }()
+	defer func() { stop(); <-done }()
+	fs := until(ctx, t, conn, func(f wireFrame) bool { return f.Type == "ack" || f.Type == "error" })
+	if f := fs[len(fs)-1]; f.Type != "ack" || f.ID != "x" {
+		t.Fatalf("got %+v, want the message acknowledged", f)
+	}
+	if in := gw.inbounds(); len(in) != 1 || in[0].Text != "hi" {
+		t.Fatalf("gateway got %+v, want the message once", in)
 	}
 }

@@ -59,7 +59,7 @@ func (b *syncBuffer) String() string {
 }
 
 // waitStderr waits until the process has written want to stderr.
-func (p *conchProc) waitStderr(t *testing.T, want string) {
+func (p *conchProc) waitStderr(t testing.TB, want string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(p.stderr.String(), want) {
@@ -85,7 +85,7 @@ func testEnv(srv *fakellm.Server, provider fakellm.Provider, dir string) []strin
 	)
 }
 
-func startConch(t *testing.T, env []string, args string) *conchProc {
+func startConch(t testing.TB, env []string, args string) *conchProc {
 	t.Helper()
 	for _, kv := range env {
 		if dir, ok := strings.CutPrefix(kv, "CONCH_DATA_DIR="); ok {
@@ -117,7 +117,7 @@ func startConch(t *testing.T, env []string, args string) *conchProc {
 }
 
 // dumpLogsOnFailure shows conch's log files when the test fails.
-func dumpLogsOnFailure(t *testing.T, dataDir string) {
+func dumpLogsOnFailure(t testing.TB, dataDir string) {
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return

@@ -21,15 +21,25 @@ import (
 )
 
 func (a *app) sandboxAgentCmd() *cobra.Command {
-	return &cobra.Command{
+	var listen, keyFile string
+	cmd := &cobra.Command{
 		Use:    "sandbox-agent",
-		Short:  "Run the in-sandbox agent on standard input and output (started by conch inside each sandbox)",
+		Short:  "Run the in-sandbox agent on standard input and output, or on a unix socket (started by conch inside each sandbox)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return sandboxd.ServeStdio(cmd.Context())
+			if listen == "" {
+				return sandboxd.ServeStdio(cmd.Context())
+			}
+			if keyFile == "" {
+				return errors.New("sandbox-agent --listen needs --key-file")
+			}
+			return sandboxd.ServeSocket(cmd.Context(), sandboxd.ListenOptions{Path: listen, KeyFile: keyFile})
 		},
 	}
+	cmd.Flags().StringVar(&listen, "listen", "", "serve on this unix socket (each authenticated connection from outside the sandbox is a session)")
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "with --listen: the file holding the key clients prove (read, then removed)")
+	return cmd
 }
 
 const refHelp = `REF is a container name, a prefix of its id (3 digits or more) or a

@@ -26,7 +26,7 @@ import (
 
 // conchRun runs the test binary as `conch <args>` (split on spaces) and
 // returns its stdout, stderr and exit code.
-func conchRun(t *testing.T, env []string, args string) (stdout, stderr string, code int) {
+func conchRun(t testing.TB, env []string, args string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

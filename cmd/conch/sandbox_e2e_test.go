@@ -57,6 +57,18 @@ func TestChatSandboxSurvivesKill(t *testing.T) {
 		if after := containers(); len(after) != 1 || after[0] != before[0] {
 			t.Fatalf("containers after restart %v, want the same %v", after, before)
 		}
+		// Both turns reached the agent over its socket: one exec ever (the
+		// agent's start), the restarted conch dialled the same socket.
+		if socks, _ := filepath.Glob(filepath.Join(dir, "data", "sockets", "*.sock")); len(socks) != 1 {
+			t.Errorf("agent sockets %q, want one", socks)
+		}
+		ins, err := api.ContainerInspect(t.Context(), before[0], client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(ins.Container.ExecIDs); n != 1 {
+			t.Errorf("container has %d execs, want 1 (the agent's start; the restart reattached over the socket)", n)
+		}
 	})
 }
 
@@ -75,7 +87,7 @@ func lastToolResult(t *testing.T, srv *fakellm.Server) string {
 
 // engineEnv points conch at the test engine e, as the conch instance
 // instance (whose containers instanceContainers removes).
-func engineEnv(t *testing.T, e *engine.Engine, instance string) []string {
+func engineEnv(t testing.TB, e *engine.Engine, instance string) []string {
 	return []string{
 		"CONCH_SANDBOX_ENGINE=" + e.Name,
 		"CONCH_SANDBOX_HOST=" + e.Host,
@@ -88,7 +100,7 @@ func engineEnv(t *testing.T, e *engine.Engine, instance string) []string {
 
 // instanceContainers lists the ids of the containers of a conch instance and
 // removes them (with their volumes) when the test ends.
-func instanceContainers(t *testing.T, api *client.Client, instance string) func() []string {
+func instanceContainers(t testing.TB, api *client.Client, instance string) func() []string {
 	t.Helper()
 	list := func() []string {
 		t.Helper()

@@ -87,7 +87,7 @@ func sandboxOptions(c *config.Config, instanceID string) (docker.Options, error)
 		Host: s.Host, Engine: s.Engine, InstanceID: instanceID, Image: s.Image,
 		SandboxdBinary: sandboxdBin, DataDir: c.DataDir, CacheDir: s.CacheDir, Mirror: s.Mirror,
 		Profile: &h, IdleStop: s.IdleStopD(), Retention: s.RetentionD(), WarmPool: s.WarmPool,
-		NPMRegistry: s.NPMRegistry,
+		NPMRegistry: s.NPMRegistry, Transport: s.Transport,
 	}
 	// The configured coding agent's CLI is put in the sandbox image.
 	if c.Coder.Agent != "" {

@@ -29,7 +29,7 @@ type webClient struct {
 	client *http.Client
 }
 
-func webLogin(t *testing.T, env []string, base string) *webClient {
+func webLogin(t testing.TB, env []string, base string) *webClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &webClient{base: base, client: &http.Client{Jar: jar}}
@@ -47,7 +47,7 @@ func webLogin(t *testing.T, env []string, base string) *webClient {
 }
 
 // newConversation makes a web conversation and returns its id.
-func (c *webClient) newConversation(t *testing.T) string {
+func (c *webClient) newConversation(t testing.TB) string {
 	t.Helper()
 	req, _ := http.NewRequest("POST", c.base+"/api/conversations", strings.NewReader(`{}`))
 	req.Header.Set("Origin", c.base)

@@ -8,6 +8,7 @@ import (
 
 	"conch"
 	"conch/gateway"
+	"conch/internal/idletrim"
 	"conch/sqlite"
 )
 
@@ -103,6 +104,9 @@ func (a *app) up(ctx context.Context) error {
 		defer close(janitorDone)
 		d.db.RunJanitor(schedCtx, sqlite.JanitorInterval, log)
 	}()
+	// After a burst of turns the heap's garbage and free pages go back to
+	// the system once conch is quiet (internal/idletrim).
+	go idletrim.Run(schedCtx, idletrim.Options{Logger: log})
 	err = gw.Run(ctx, channels...)
 	stopSched()
 	<-schedDone

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +24,7 @@ import (
 	"conch/channel/web"
 	"conch/fake"
 	"conch/gateway"
+	"conch/sandbox/sandboxd/sandboxdtest"
 	"conch/sqlite/sqlitetest"
 )
 
@@ -107,7 +108,7 @@ func (wb *webBench) newConversation(b *testing.B) string {
 }
 
 func (wb *webBench) socket(b *testing.B, id string) *websocket.Conn {
-	u := "ws" + strings.TrimPrefix(wb.srv.URL, "http") + "/api/chat?c=" + id + "&after=0"
+	u := "ws" + strings.TrimPrefix(wb.srv.URL, "http") + "/api/chat?c=" + id + "&after=0&batch=1" // as the page opens it
 	conn, _, err := websocket.Dial(context.Background(), u, &websocket.DialOptions{HTTPClient: wb.client, HTTPHeader: http.Header{"Origin": {wb.srv.URL}}})
 	if err != nil {
 		b.Fatal(err)
@@ -117,56 +118,51 @@ func (wb *webBench) socket(b *testing.B, id string) *websocket.Conn {
 }
 
 // BenchmarkWebRoundTrip measures one message from a WebSocket client to the
-// answer's event on the same socket, and the same through the CLI channel
-// (a line in, the reply line out), alternating in one run; it reports both
-// p50s and the web's overhead over the CLI.
+// answer's event on the same socket ("web"), and the same through the CLI
+// channel, a line in and the reply line out ("cli"), over one gateway and
+// store, each in its own loop of at least sandboxdtest.MinSamples samples
+// (`-benchtime 1x` is a full measurement); it reports both p50s and p99s in
+// ms and the web's as a multiple of the CLI's.
 func BenchmarkWebRoundTrip(b *testing.B) {
 	wb := newWebBench(b)
 	defer wb.stop()
-	ctx := context.Background()
 	conn := wb.socket(b, wb.newConversation(b))
 	defer conn.CloseNow()
-	var webLat, cliLat []time.Duration
-	b.ResetTimer()
-	for i := range b.N {
+	i := 0
+	web := &sandboxdtest.Method{Name: "web", Run: func(ctx context.Context) error {
+		i++
 		text := fmt.Sprint("m", i)
-		start := time.Now()
 		f, _ := json.Marshal(map[string]string{"type": "send", "id": fmt.Sprint("b", i), "text": text})
 		if err := conn.Write(ctx, websocket.MessageText, f); err != nil {
-			b.Fatal(err)
+			return err
 		}
+		want := []byte(`"re: ` + text + `"`)
 		for {
 			_, data, err := conn.Read(ctx)
 			if err != nil {
-				b.Fatal(err)
+				return err
 			}
-			if strings.Contains(string(data), `"role":"assistant"`) && strings.Contains(string(data), `"re: `+text+`"`) {
-				break
+			if bytes.Contains(data, []byte(`"role":"assistant"`)) && bytes.Contains(data, want) {
+				return nil
 			}
 		}
-		webLat = append(webLat, time.Since(start))
-
-		start = time.Now()
+	}}
+	cliMethod := &sandboxdtest.Method{Name: "cli", Run: func(context.Context) error {
+		i++
+		text := fmt.Sprint("m", i)
 		if _, err := fmt.Fprintln(wb.cliIn, text); err != nil {
-			b.Fatal(err)
+			return err
 		}
 		line, err := wb.cliOut.ReadString('\n')
 		if err != nil || strings.TrimSpace(line) != "re: "+text {
-			b.Fatalf("cli reply %q, %v", line, err)
+			return fmt.Errorf("cli reply %q, %v", line, err)
 		}
-		cliLat = append(cliLat, time.Since(start))
-	}
-	b.StopTimer()
-	w, c := p50(webLat), p50(cliLat)
-	b.ReportMetric(float64(w.Microseconds()), "web-p50-µs")
-	b.ReportMetric(float64(c.Microseconds()), "cli-p50-µs")
-	b.ReportMetric(float64((w - c).Microseconds()), "web-overhead-µs")
-}
-
-func p50(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
+		return nil
+	}}
+	methods := []*sandboxdtest.Method{cliMethod, web}
+	b.ResetTimer()
+	sandboxdtest.Measure(context.Background(), b, methods)
+	sandboxdtest.Report(b, methods, "cli", time.Millisecond)
 }
 
 // BenchmarkWebFanout100 publishes events of one conversation to 100 open
@@ -203,16 +199,22 @@ func benchFanout(b *testing.B, event func(i, j int) conch.EventData) {
 			if err != nil {
 				return err
 			}
-			var f struct {
+			type frame struct {
 				Event struct {
 					Data struct{ Text string } `json:"data"`
 				} `json:"event"`
 			}
+			var f struct {
+				frame
+				Frames []frame `json:"frames"` // an "events" frame
+			}
 			if err := json.Unmarshal(data, &f); err != nil {
 				return err
 			}
-			if f.Event.Data.Text == want {
-				return nil
+			for _, g := range append(f.Frames, f.frame) {
+				if g.Event.Data.Text == want {
+					return nil
+				}
 			}
 		}
 	}

@@ -24,7 +24,7 @@ import (
 )
 
 // freeAddr returns a loopback address nobody listens on.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -47,7 +47,7 @@ func enter() chromedp.Action {
 }
 
 // webURL runs `conch web url` and returns the link it prints.
-func webURL(t *testing.T, env []string) string {
+func webURL(t testing.TB, env []string) string {
 	t.Helper()
 	out, errOut, code := conchRun(t, env, "web url")
 	link := strings.TrimSpace(out)

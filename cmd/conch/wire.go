@@ -613,11 +613,20 @@ func (d *deps) hooks() *hook.Runner {
 			// A conversation without a computer runs no hooks: none is
 			// created just to look for them.
 			Exists: func(ctx context.Context, key conch.ConversationKey) bool {
+				if h, ok := rt.(sandboxHaver); ok {
+					return h.HasSandbox(ctx, key) // from memory, else one inspect
+				}
 				_, err := rt.SandboxInfo(ctx, key)
 				return err == nil
 			}})
 	}
 	return d.hookRunner
+}
+
+// sandboxHaver is a runtime that tells cheaply whether a conversation has a
+// sandbox (the Docker backend's HasSandbox).
+type sandboxHaver interface {
+	HasSandbox(ctx context.Context, key conch.ConversationKey) bool
 }
 
 // policies are the channels' dm_policy settings.

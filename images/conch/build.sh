@@ -17,7 +17,7 @@ command -v "$ENGINE" >/dev/null || { echo "images/conch: no $ENGINE on PATH (ENG
 root=$(mktemp -d); trap 'rm -rf "$root"' EXIT
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp" "$root/data"
 chmod 1777 "$root/tmp"
-CGO_ENABLED=0 "$GO" build -trimpath -tags kubernetes \
+CGO_ENABLED=0 "$GO" build -trimpath -tags "kubernetes,${RELEASE_TAGS:-grpcnotrace}" \
 	-ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT -X main.date=$DATE" \
 	-o "$root/usr/local/bin/conch" ./cmd/conch
 cp "$ca" "$root/etc/ssl/certs/ca-certificates.crt"

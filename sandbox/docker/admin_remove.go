@@ -60,6 +60,8 @@ func (r *Runtime) RemoveRef(ctx context.Context, ref string, keepWorkspace bool)
 			return nil, err
 		}
 		b.id, b.running = "", false
+		r.removeSocketDir(b.sock)
+		b.sock = ""
 		r.log.Info("sandbox removed by the operator, workspace kept", "conversation", t.key.String(), "container", t.found.s.Name)
 		return []string{"container " + t.found.s.Name}, nil
 	}

@@ -26,7 +26,10 @@ type box struct {
 	id      string
 	running bool
 	volume  string
-	ops     sandboxOps
+	// sock is the host's socket directory of the container ("" for the
+	// exec transport).
+	sock string
+	ops  sandboxOps
 	// released is set when the box left Runtime.boxes (Release, Remove):
 	// whoever still holds it takes the conversation's current box instead.
 	released bool
@@ -151,7 +154,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 	if b.id != "" && b.running {
 		return nil
 	}
-	if b.id == "" {
+	if b.id == "" && r.mayExist(b.name) {
 		c, err := r.api.ContainerInspect(ctx, b.name, client.ContainerInspectOptions{})
 		switch {
 		case cerrdefs.IsNotFound(err):
@@ -167,7 +170,7 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 		if b.running {
 			return nil
 		}
-		_, err := r.api.ContainerStart(ctx, b.id, client.ContainerStartOptions{})
+		err := r.startContainer(ctx, b.id, b.name, b.sock)
 		switch {
 		case cerrdefs.IsNotFound(err):
 			b.id = ""
@@ -179,7 +182,13 @@ func (r *Runtime) ensureLocked(ctx context.Context, b *box) error {
 			return nil
 		}
 	}
-	return r.createLocked(ctx, b)
+	err := r.createLocked(ctx, b)
+	if nameConflict(err) && !r.mayExist(b.name) {
+		// Made behind this runtime's back: ask the engine after all.
+		r.noteName(b.name, true)
+		return r.ensureLocked(ctx, b)
+	}
+	return err
 }
 
 // adoptLocked takes over an existing container with b's name, or removes it
@@ -196,6 +205,7 @@ func (r *Runtime) adoptLocked(ctx context.Context, b *box, c container.InspectRe
 	b.id = c.ID
 	b.running = c.State != nil && c.State.Running
 	b.volume = workspaceVolume(c)
+	b.sock = socketDirOf(c)
 	return nil
 }
 
@@ -274,7 +284,8 @@ func (r *Runtime) Remove(ctx context.Context, key conch.ConversationKey) error {
 	if err := r.reg.delete(b.name); err != nil {
 		return err
 	}
-	b.id, b.running, b.volume = "", false, ""
+	r.removeSocketDir(b.sock)
+	b.id, b.running, b.volume, b.sock = "", false, "", ""
 	r.releaseLocked(b)
 	r.log.Info("sandbox removed", "conversation", key.String(), "container", b.name)
 	return nil

@@ -59,11 +59,11 @@ func (r *Runtime) createLocked(ctx context.Context, b *box) error {
 		}
 	}
 	start := r.opts.Now()
-	id, err := r.createContainer(ctx, b.name, vol, img, labels)
+	id, sock, err := r.createContainer(ctx, b.name, vol, img, labels)
 	if err != nil {
 		return err
 	}
-	b.id, b.running, b.volume = id, true, vol
+	b.id, b.running, b.volume, b.sock = id, true, vol, sock
 	r.log.Info("sandbox created", "conversation", b.key.String(), "container", b.name, "id", shortID(id),
 		"volume", vol, "took", r.opts.Now().Sub(start).Round(time.Millisecond))
 	r.audit(ctx, conch.AuditSandboxCreate, b.key, map[string]any{"container": b.name, "id": id, "volume": vol,
@@ -73,14 +73,28 @@ func (r *Runtime) createLocked(ctx context.Context, b *box) error {
 
 // createContainer creates, verifies and starts one container; on any
 // failure the container is removed again.
-func (r *Runtime) createContainer(ctx context.Context, name, vol string, img imageState, labels map[string]string) (id string, err error) {
+//
+// With the socket transport it also makes the container's socket directory
+// (sock, its host path) and starts the agent.
+func (r *Runtime) createContainer(ctx context.Context, name, vol string, img imageState, labels map[string]string) (id, sock string, err error) {
 	hc, err := r.profile.hostConfig(r.info.Engine, r.seccomp)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	hc.Binds = []string{vol + ":" + WorkspaceDir}
 	if r.agentName != "" {
 		hc.Binds = append(hc.Binds, filepath.Join(r.opts.DataDir, "agent")+":"+AgentDir+":ro")
+	}
+	if r.useSocket() {
+		if sock, err = r.newSocketDir(); err != nil {
+			return "", "", err
+		}
+		defer func() {
+			if err != nil {
+				r.removeSocketDir(sock)
+			}
+		}()
+		hc.Binds = append(hc.Binds, sock+":"+SocketDir)
 	}
 	hc.Binds = append(hc.Binds, mountBinds(r.opts.ExtraMounts)...)
 	all := map[string]string{LabelImageHash: img.Hash, LabelProfileHash: r.specHash}
@@ -102,12 +116,15 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	defer cancel()
 	res, err := r.api.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: hc})
 	if err != nil {
-		return "", r.engineErr("create sandbox "+name, err)
+		return "", "", r.engineErr("create sandbox "+name, err)
 	}
 	id = res.ID
+	r.noteName(name, true)
 	defer func() {
 		if err != nil {
-			_, _ = r.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+			if _, rerr := r.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); rerr == nil || cerrdefs.IsNotFound(rerr) {
+				r.noteName(name, false)
+			}
 		}
 	}()
 	for _, w := range res.Warnings {
@@ -115,19 +132,19 @@ func (r *Runtime) createContainer(ctx context.Context, name, vol string, img ima
 	}
 	ins, err := r.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return "", r.engineErr("inspect new sandbox "+name, err)
+		return "", "", r.engineErr("inspect new sandbox "+name, err)
 	}
 	if bad := r.profile.verify(r.info.Engine, r.seccomp, ins.Container); len(bad) > 0 {
 		if len(res.Warnings) > 0 {
 			bad = append(bad, "engine warnings: "+strings.Join(res.Warnings, " | "))
 		}
-		return "", &conch.Error{Kind: conch.KindUnavailable, User: "the container engine did not apply the sandbox hardening",
+		return "", "", &conch.Error{Kind: conch.KindUnavailable, User: "the container engine did not apply the sandbox hardening",
 			Err: &HardeningMismatchError{Container: name, Engine: r.info.Engine, Settings: bad}}
 	}
-	if _, err := r.api.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		return "", r.engineErr("start new sandbox "+name, err)
+	if err := r.startContainer(ctx, id, name, sock); err != nil {
+		return "", "", r.engineErr("start new sandbox "+name, err)
 	}
-	return id, nil
+	return id, sock, nil
 }
 
 func (r *Runtime) volumeExists(ctx context.Context, name string) (bool, error) {
@@ -147,6 +164,7 @@ func (r *Runtime) removeContainer(ctx context.Context, id string, key conch.Conv
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return r.engineErr("remove sandbox "+name, err)
 	}
+	r.noteName(name, false)
 	r.audit(ctx, conch.AuditSandboxRemove, key, map[string]any{"container": name, "id": id, "reason": reason, "engine": r.info.Engine})
 	return nil
 }

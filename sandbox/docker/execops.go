@@ -26,15 +26,20 @@ import (
 const DefaultOutputLimit = 256 << 10
 
 // newOps returns the operations of container id: through the in-sandbox
-// agent when an agent binary is configured, else one engine exec each.
-func (r *Runtime) newOps(id, name string) sandboxOps {
+// agent when an agent binary is configured (over the socket in sock, or
+// one exec per connection when sock is ""), else one engine exec each.
+func (r *Runtime) newOps(id, name, sock string) sandboxOps {
 	if r.agentName == "" {
 		return &engineOps{rt: r, id: id, oomBase: -1}
 	}
 	a := &sandboxdOps{oomBase: -1}
-	a.Client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
+	dial := sandboxd.DialFunc(func(ctx context.Context) (io.ReadWriteCloser, error) {
 		return r.dialAgent(ctx, id, name)
-	}, sandboxd.ClientOptions{ID: id, ConfirmOOM: a.confirmOOM})
+	})
+	if sock != "" {
+		dial = r.socketDial(id, name, sock)
+	}
+	a.Client = sandboxd.NewClient(dial, sandboxd.ClientOptions{ID: id, ConfirmOOM: a.confirmOOM})
 	return a
 }
 

@@ -334,3 +334,37 @@ func TestStatsFrom(t *testing.T) {
 		t.Errorf("one-shot sample: CPU %v, want 0", got.CPUPercent)
 	}
 }
+
+// TestFakeNameTakenBehindOurBack: a runtime whose Reconcile listed no
+// container skips asking the engine on first use; a container made with the
+// conversation's name behind its back (here by another runtime) makes the
+// create fail with a conflict, and the runtime then adopts that container.
+func TestFakeNameTakenBehindOurBack(t *testing.T) {
+	f := newFakeEngine()
+	other := newFakeRuntime(t, f)
+	sb1, err := other.Sandbox(t.Context(), unitKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newFakeRuntime(t, f)
+	r.setNames(nil) // known: none
+	if r.mayExist(ContainerName("unit", unitKey)) {
+		t.Fatal("mayExist: true for a name the listing did not have")
+	}
+	sb2, err := r.Sandbox(t.Context(), unitKey)
+	if err != nil {
+		t.Fatalf("Sandbox after a conflict: %v", err)
+	}
+	if sb2.ID() != sb1.ID() || f.creates.Load() != 1 {
+		t.Errorf("got container %s after %d creates, want the existing %s and 1 create", sb2.ID(), f.creates.Load(), sb1.ID())
+	}
+	if !r.mayExist(ContainerName("unit", unitKey)) {
+		t.Error("the name is not known to exist after the conflict")
+	}
+	if err := r.Remove(t.Context(), unitKey); err != nil {
+		t.Fatal(err)
+	}
+	if r.mayExist(ContainerName("unit", unitKey)) {
+		t.Error("the name is still known after Remove")
+	}
+}

@@ -60,6 +60,8 @@ func (r *Runtime) sweepLocked(ctx context.Context, b *box, idle time.Duration) e
 			return err
 		}
 		b.id = ""
+		r.removeSocketDir(b.sock)
+		b.sock = ""
 		r.log.Info("unused sandbox removed, workspace kept", "conversation", b.key.String(), "container", b.name)
 	}
 	return nil

@@ -42,17 +42,26 @@ func (r *Runtime) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return r.engineErr("reconcile sandboxes: list", err)
 	}
-	rc := &reconciler{r: r, known: known, usedVolumes: map[string]bool{}}
+	names := make([]string, 0, len(list.Items))
+	for _, s := range list.Items {
+		names = append(names, containerName(s.Names))
+	}
+	r.setNames(names)
+	rc := &reconciler{r: r, known: known, usedVolumes: map[string]bool{}, usedSockets: map[string]bool{}}
 	for _, s := range list.Items {
 		if err := rc.container(ctx, s.ID, containerName(s.Names)); err != nil {
 			return err
 		}
 	}
 	rc.volumes(ctx)
+	if len(rc.errs) == 0 {
+		r.sweepSocketDirs(rc.usedSockets)
+	}
 	r.mu.Lock()
 	r.pool = rc.pool
 	r.mu.Unlock()
 	r.log.Info("sandboxes reconciled", "reattached", rc.reattached, "stopped", rc.kept, "removed", rc.removed, "pool", len(rc.pool))
+	r.reconnectAsync(rc.live)
 	r.fillPoolAsync()
 	return errors.Join(rc.errs...)
 }
@@ -64,9 +73,14 @@ type reconciler struct {
 	known       map[string]bool
 	errs        []error
 	usedVolumes map[string]bool
+	// usedSockets are the socket directories of the containers kept.
+	usedSockets map[string]bool
 	pool        []poolEntry
 
 	reattached, kept, removed int
+	// live are the boxes reattached running, whose agents are started
+	// again in the background (reconnect.go).
+	live []*box
 }
 
 // container reconciles one container of the instance. Its problems are
@@ -96,8 +110,9 @@ func (rc *reconciler) container(ctx context.Context, id, name string) error {
 			return nil
 		}
 		if reason == "" && c.State.Running && len(rc.pool) < r.opts.WarmPool {
-			rc.pool = append(rc.pool, poolEntry{name: name, id: c.ID})
+			rc.pool = append(rc.pool, poolEntry{name: name, id: c.ID, sock: socketDirOf(c)})
 			rc.usedVolumes[vol] = true
+			rc.usedSockets[socketDirOf(c)] = true
 			return nil
 		}
 		rc.errs = append(rc.errs, r.removeOrphan(ctx, c.ID, name, vol, conch.ConversationKey{}, "surplus or stale pool container"))
@@ -125,6 +140,7 @@ func (rc *reconciler) container(ctx context.Context, id, name string) error {
 		return nil
 	}
 	rc.usedVolumes[vol] = true
+	rc.usedSockets[socketDirOf(c)] = true
 	return rc.adopt(ctx, key, c)
 }
 
@@ -153,6 +169,7 @@ func (rc *reconciler) adopt(ctx context.Context, key conch.ConversationKey, c co
 		r.mu.Unlock()
 		if b.running {
 			rc.reattached++
+			rc.live = append(rc.live, b)
 		} else {
 			rc.kept++
 		}

@@ -49,6 +49,11 @@ type Options struct {
 	// `conch sandbox-agent`. "" runs
 	// every operation as its own Engine API exec instead (slower).
 	SandboxdBinary string
+	// Transport is how conch reaches each sandbox's agent: "socket" (a unix
+	// socket bind-mounted into the container, dialled directly), "exec"
+	// (one Engine API exec per connection, relayed by the engine), or ""
+	// / "auto": socket for an engine on this machine, exec otherwise.
+	Transport string
 	// DataDir holds the sandbox registry; required.
 	DataDir string
 	// CacheDir keeps the offline image build; "" means DataDir/cache.
@@ -118,6 +123,11 @@ type Runtime struct {
 	seccomp string
 	// agentName is the sandboxd binary's name in AgentDir; "" without an agent.
 	agentName string
+	// transport is TransportSocket or TransportExec (transport.go).
+	transport string
+	// launched is when this conch last launched each socket directory's
+	// agent (transport.go).
+	launched map[string]launch
 	// disk is how workspaces are limited (quota.go).
 	disk diskMode
 	api  engineAPI
@@ -133,6 +143,9 @@ type Runtime struct {
 
 	mu    sync.Mutex
 	boxes map[string]*box // by conversation key
+	// names are the instance's container names, nil until a Reconcile
+	// listed them (known.go).
+	names map[string]bool
 	pool  []poolEntry
 	// poolFilling is true while a fill goroutine runs.
 	poolFilling bool
@@ -230,7 +243,15 @@ func start(ctx context.Context, o Options, prof Hardening, agentName string, api
 	if err != nil {
 		return nil, err
 	}
+	transport, err := transportFor(o.Transport, info.Host)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox runtime: %w", err)
+	}
 	spec := append([]string{prof.Hash(), strconv.FormatBool(agentName != "")}, mountsKey(o.ExtraMounts)...)
+	if agentName != "" && transport == TransportSocket {
+		// Containers made for the exec transport have no socket mount.
+		spec = append(spec, "transport "+transport)
+	}
 	var sc string
 	if prof.Seccomp {
 		if sc, err = seccompOpt(info.Engine, o.DataDir); err != nil {
@@ -246,6 +267,8 @@ func start(ctx context.Context, o Options, prof Hardening, agentName string, api
 		specHash:  hash8(spec...) + prof.Hash()[:4],
 		seccomp:   sc,
 		agentName: agentName,
+		transport: transport,
+		launched:  map[string]launch{},
 		disk:      disk,
 	}
 	r.life, r.stop = context.WithCancel(context.Background())

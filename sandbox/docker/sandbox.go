@@ -83,7 +83,7 @@ func (s *Sandbox) use(ctx context.Context) (ops sandboxOps, done func(), err err
 		return nil, nil, err
 	}
 	if b.ops == nil {
-		b.ops = r.newOps(b.id, b.name)
+		b.ops = r.newOps(b.id, b.name, b.sock)
 	}
 	id := b.id
 	s.id.Store(&id)
@@ -164,7 +164,7 @@ func (s *Sandbox) recoverPids(ctx context.Context) bool {
 	timeout := 0
 	_, err = r.api.ContainerStop(ctx, b.id, client.ContainerStopOptions{Timeout: &timeout})
 	if err == nil {
-		_, err = r.api.ContainerStart(ctx, b.id, client.ContainerStartOptions{})
+		err = r.startContainer(ctx, b.id, b.name, b.sock)
 	}
 	if err != nil {
 		r.log.Warn("restart sandbox at its process limit", "container", b.name, "err", err)
@@ -229,10 +229,13 @@ func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]conch.FileInfo,
 	return do(ctx, s, func(o sandboxOps) ([]conch.FileInfo, error) { return o.ListFiles(ctx, path) })
 }
 
-// DialAgent starts `conch sandbox-agent` in the container over one exec and
-// returns its stdio: writes go to the agent's stdin, reads come from its
-// stdout (stderr is logged). The agent client calls it to (re)connect.
+// DialAgent opens a new session with the container's agent over its
+// transport (the socket, or one exec whose stdio is the stream).
 func (s *Sandbox) DialAgent(ctx context.Context) (io.ReadWriteCloser, error) {
+	b := s.b.Load()
+	if b.sock != "" {
+		return s.rt.socketDial(s.ID(), s.Name(), b.sock)(ctx)
+	}
 	return s.rt.dialAgent(ctx, s.ID(), s.Name())
 }
 

@@ -27,14 +27,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// transports runs a test against the agent in-process over pipes and as a
-// real subprocess speaking over its stdio.
+// transports runs a test against the agent in-process over pipes, as a
+// real subprocess speaking over its stdio, and over the unix socket
+// transport (listener, key handshake).
 var transports = []struct {
 	name string
 	new  func(testing.TB, string) *sandboxdtest.Host
 }{
 	{"inprocess", sandboxdtest.HostSandbox},
 	{"subprocess", sandboxdtest.SubprocessSandbox},
+	{"socket", sandboxdtest.SocketSandbox},
 }
 
 func forEachTransport(t *testing.T, fn func(t *testing.T, h *sandboxdtest.Host)) {

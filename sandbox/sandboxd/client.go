@@ -96,6 +96,15 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// Connected reports whether the client holds an open stream (a call now
+// needs no dial).
+func (c *Client) Connected() bool {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	return s != nil && s.alive()
+}
+
 // Reset drops the current stream, so the next call dials again.
 func (c *Client) Reset() {
 	c.mu.Lock()

@@ -157,9 +157,13 @@ func toolCmd(prog string, argv, env []string, dir string, out *os.File) *exec.Cm
 		Dir:    dir,
 		Stdout: out,
 		Stderr: out,
-		// A session of its own (and so a process group): everything the
-		// program starts without leaving it ends with the call.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		// A process group of its own: everything the program starts
+		// without leaving it ends with the call. Not a session (setsid):
+		// that made the fork+exec of a trivial command ~0.7 ms slower on
+		// the 2-core test machine (BenchmarkExecTrue; docs/decisions/
+		// 2026-11-26-sandboxd-unix-socket.md), and there is no terminal to
+		// detach from (no exec has one; tmux makes its own session).
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 }
 

@@ -19,6 +19,9 @@ import (
 // an answer to the CLI), so the files it changes are counted from now.
 func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, progress func(string)) (TurnResult, error) {
 	var res TurnResult
+	if err := c.awaitSettled(ctx); err != nil {
+		return res, err
+	}
 	// The previous answer is cleared and the workspace's files listed
 	// while the text is typed: both must be done before Enter, the
 	// earliest the CLI can begin.
@@ -228,12 +231,20 @@ func (c *Coder) waitTurn(ctx context.Context, start uint64, progress func(string
 	default:
 		return res, err
 	}
-	lines, err := c.s.Observe(ctx)
-	if err != nil {
+	// The screen and the answer and files (through the sandbox's agent)
+	// are read at once: neither needs the other.
+	var lines []string
+	observed := make(chan error, 1)
+	go func() {
+		var err error
+		lines, err = c.s.Observe(ctx)
+		observed <- err
+	}()
+	c.endTurn(ctx, &res)
+	if err := <-observed; err != nil {
 		return res, err
 	}
 	res.Text = c.redact(terminal.Elide(c.clean(lines), 60, 20, 30))
-	c.endTurn(ctx, &res)
 	if res.State == TurnCrashed {
 		c.running = false
 		screen := res.Text
@@ -261,12 +272,17 @@ func (c *Coder) turnEnded(res *TurnResult, screen []string, s snap, start uint64
 	asking := hasAny(screen, c.p.Asking)
 	quiet := c.o.Now().Sub(s.LastOutput)
 	switch {
-	case s.TurnSeq > start && !busy:
-		// The CLI's own hook said the turn ended; the screen agrees.
+	case s.TurnSeq > start:
+		// The CLI's own hook said the turn ended: its answer is what the
+		// hook was given, so the turn is answered now. The screen may
+		// still show it working (Claude Code keeps its spinner until its
+		// Stop hook has returned): the next text waits until it does not
+		// (awaitSettled), never this answer.
 		res.State, res.Hook = TurnIdle, true
 		if asking {
 			res.State = TurnAsking
 		}
+		c.settling = busy
 		return true, time.Time{}, nil
 	case asking && !busy:
 		if quiet >= 300*time.Millisecond {
@@ -283,6 +299,33 @@ func (c *Coder) turnEnded(res *TurnResult, screen []string, s snap, start uint64
 		return false, s.LastOutput.Add(c.p.settle()), nil
 	}
 	return false, time.Time{}, nil
+}
+
+// settleWait bounds how long the next text waits for a CLI whose hook
+// ended the last turn to stop showing that it works.
+const settleWait = 10 * time.Second
+
+// awaitSettled waits, when the last turn was ended by the CLI's hook while
+// its screen still showed it working, until the screen no longer does (or
+// the CLI ended), so that the next text is typed into an idle input box.
+// After settleWait it goes on: Enter and the input checks tell then.
+func (c *Coder) awaitSettled(ctx context.Context) error {
+	if !c.settling {
+		return nil
+	}
+	c.settling = false
+	wctx, cancel := context.WithTimeout(ctx, settleWait)
+	defer cancel()
+	err := c.watch(wctx, func(screen []string, s snap) (bool, time.Time, error) {
+		return s.dead || s.DoneSeq > c.cliSeq || !hasAny(screen, c.p.Busy), time.Time{}, nil
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
 
 // fresh returns the lines of screen not in before, decoration left out.

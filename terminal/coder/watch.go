@@ -5,13 +5,14 @@ import (
 	"strings"
 	"time"
 
-	"conch/internal/backoff"
 	"conch/terminal"
 )
 
 // watch calls check with the screen whenever the session changed (at most
-// every 50 ms) or when check asked to be called again, until check says
-// done or ctx ends.
+// every 50 ms, so that a burst of output lands first) or when check asked
+// to be called again, until check says done or ctx ends. A marker (a
+// CLI's hook, the shell's prompt) or the program's end is looked at at
+// once: it is an event, not output still being drawn.
 func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (done bool, recheck time.Time, err error)) error {
 	const minGap = 50 * time.Millisecond
 	timer := time.NewTimer(time.Hour)
@@ -41,8 +42,9 @@ func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (
 		timer.Reset(wait)
 		select {
 		case <-ch:
-			// Let a burst of output (a spinner) land before looking.
-			if err := backoff.Sleep(ctx, minGap); err != nil {
+			// Let a burst of output (a spinner) land before looking,
+			// unless a marker comes meanwhile.
+			if err := c.gap(ctx, sn, minGap); err != nil {
 				return err
 			}
 		case <-timer.C:
@@ -57,6 +59,33 @@ func (c *Coder) watch(ctx context.Context, check func(screen []string, s snap) (
 			}
 		}
 	}
+}
+
+// gap waits d, or less when a marker comes (or the program or its stream
+// ends) after the snapshot sn.
+func (c *Coder) gap(ctx context.Context, sn terminal.Snapshot, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		now, next := c.s.Snapshot()
+		if marked(sn, now) {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// marked reports whether a marker came, or the program or its stream
+// ended, between the snapshots before and now.
+func marked(before, now terminal.Snapshot) bool {
+	return now.TurnSeq != before.TurnSeq || now.DoneSeq != before.DoneSeq || now.ReadySeq != before.ReadySeq ||
+		now.Dead != before.Dead || now.Ended != before.Ended
 }
 
 func hasAny(lines []string, markers []string) bool {

@@ -101,7 +101,8 @@ function openConv(id) {
 
 function connect() {
   const id = state.current;
-  const ws = conch.ws("/api/chat?c=" + encodeURIComponent(id) + "&after=" + state.lastSeq);
+  // batch=1: events that wait together come in one "events" frame.
+  const ws = conch.ws("/api/chat?c=" + encodeURIComponent(id) + "&after=" + state.lastSeq + "&batch=1");
   state.ws = ws;
   setConn("connecting");
   ws.onopen = () => {
@@ -152,6 +153,9 @@ function onFrame(f) {
       }
       renderEvent(f.event, f.html);
     }
+      break;
+    case "events":
+      for (const g of f.frames || []) onFrame(g);
       break;
     case "history":
       $("messages").replaceChildren();

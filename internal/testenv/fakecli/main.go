@@ -7,7 +7,9 @@
 //   - a spinner with "esc to interrupt" while it works;
 //   - a permission menu for tasks that mention "permission";
 //   - an Enter that arrives less than 300 ms after typed text is swallowed;
-//   - a turn-end hook (settings "hooks.stop", run with sh -c) after every turn;
+//   - a turn-end hook (settings "hooks.stop", run with sh -c) after every
+//     turn, run while the spinner still shows, which goes hookLinger after
+//     the hook returned (as Claude Code's does);
 //   - a task containing "crash" makes it exit with status 3;
 //   - a task containing "show base url" shows its FAKECLI_BASE_URL;
 //   - start-up takes settings "startup_ms": the input box is drawn at once
@@ -46,6 +48,9 @@ import (
 
 // swallowWindow is how soon after typed text an Enter is ignored.
 const swallowWindow = 300 * time.Millisecond
+
+// hookLinger is how long the spinner stays after the turn-end hook.
+const hookLinger = 150 * time.Millisecond
 
 type settings struct {
 	Onboarded bool `json:"onboarded"`
@@ -348,15 +353,22 @@ func (a *app) turn(task string) (int, bool) {
 			a.transcript = append(a.transcript, "cannot read task file: "+err.Error())
 		}
 	}
+	// As Claude Code: the answer is drawn and the turn-end hook runs
+	// while the spinner still shows; it goes only a moment after the
+	// hook returned.
 	a.transcript = append(a.transcript, "● Done: "+task, "")
-	a.status = ""
 	a.draw()
 	if a.set.Hooks.Stop != "" {
 		cmd := exec.Command("sh", "-c", a.set.Hooks.Stop)
 		payload, _ := json.Marshal(map[string]string{"hook_event_name": "Stop", "last_assistant_message": "Done: " + task})
 		cmd.Stdin = strings.NewReader(string(payload))
 		_ = cmd.Run()
+		if a.status != "" {
+			time.Sleep(hookLinger)
+		}
 	}
+	a.status = ""
+	a.draw()
 	return 0, false
 }
 

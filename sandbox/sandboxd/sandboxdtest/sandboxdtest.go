@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,56 @@ func HostSandbox(tb testing.TB, dir string) *Host {
 		h.Client.Close()
 		h.Break()
 		h.wg.Wait()
+	})
+	return h
+}
+
+// SocketSandbox starts an in-process agent listening on a unix socket in
+// dir (as `conch sandbox-agent --listen` does in a container, but serving
+// peers in its own pid namespace: the test is one) and returns a client
+// that dials it with the key handshake. Every dial is a new session.
+func SocketSandbox(tb testing.TB, dir string) *Host {
+	tb.Helper()
+	mustDirs(tb, dir)
+	h := &Host{Dir: dir}
+	// A short path: a socket's address is limited to 107 bytes.
+	sockDir, err := os.MkdirTemp("", "sd")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(sockDir, "agent.sock")
+	key := sandboxd.NewKey()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		err := sandboxd.Listen(ctx, sandboxd.ListenOptions{
+			Path: path, Key: key, AllowSameNamespace: true, Server: NewServer(dir),
+			Logger: slog.New(slog.DiscardHandler), Ready: func() { close(ready) },
+			Accepted: func(c io.Closer) {
+				h.mu.Lock()
+				h.conns = append(h.conns, c)
+				h.mu.Unlock()
+			},
+		})
+		if err != nil {
+			tb.Errorf("agenttest: listen: %v", err)
+		}
+	}()
+	<-ready
+	h.Client = sandboxd.NewClient(func(ctx context.Context) (io.ReadWriteCloser, error) {
+		h.mu.Lock()
+		h.dials++
+		h.mu.Unlock()
+		return sandboxd.DialSocket(ctx, path, key)
+	}, sandboxd.ClientOptions{ID: "socket-" + filepath.Base(dir)})
+	tb.Cleanup(func() {
+		h.Client.Close()
+		h.Break()
+		cancel()
+		h.wg.Wait()
+		os.RemoveAll(sockDir)
 	})
 	return h
 }

@@ -1,7 +1,8 @@
 // Command agentmain is the in-sandbox agent alone, for tests that need a
 // static binary to bind-mount into sandboxes before cmd/conch exists or
-// without building all of it. It accepts the same `sandbox-agent` argument,
-// and `sandbox-init [--install DIR | --unpack DIR --hash H]` as the Kubernetes backend's pods run it.
+// without building all of it. It accepts the same `sandbox-agent` arguments (stdio, or --listen and
+// --key-file in that order), and `sandbox-init [--install DIR | --unpack DIR --hash H]` as the Kubernetes
+// backend's pods run it.
 package main
 
 import (
@@ -19,6 +20,8 @@ func main() {
 	switch {
 	case len(os.Args) == 2 && os.Args[1] == "sandbox-agent":
 		err = sandboxd.ServeStdio(context.Background())
+	case len(os.Args) == 6 && os.Args[1] == "sandbox-agent" && os.Args[2] == "--listen" && os.Args[4] == "--key-file":
+		err = sandboxd.ServeSocket(context.Background(), sandboxd.ListenOptions{Path: os.Args[3], KeyFile: os.Args[5]})
 	case len(os.Args) == 2 && os.Args[1] == "sandbox-init":
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
@@ -31,7 +34,7 @@ func main() {
 			fmt.Println(map[bool]string{true: "unpacked", false: "unchanged"}[changed], os.Args[5])
 		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent | sandbox-init [--install DIR | --unpack DIR --hash H]")
+		fmt.Fprintln(os.Stderr, "usage: agentmain sandbox-agent [--listen SOCKET --key-file FILE] | sandbox-init [--install DIR | --unpack DIR --hash H]")
 		os.Exit(2)
 	}
 	if err != nil {
