@@ -86,11 +86,21 @@ chaos:
 	CONCH_CHAOS=long CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 60m -count=1 -v -run 'TestChaos' ./cmd/conch/
 	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS) -timeout 20m -count=1 -v -run 'TestHardeningFromInside|TestWorkspaceQuota' ./sandbox/docker/
 
+# Benchmarks, one package at a time (scripts/bench.sh), raw output kept in
+# $(BENCH_OUT)/, then the goals' table (internal/benchtable/goals.tsv) written
+# into docs/performance.md's "make bench" / "make soak" section.
+# BENCH_PROFILE=1 keeps each benchmark's CPU and allocation profiles there;
+# BENCH_PKGS="./gateway/" runs only the packages named.
+BENCH_OUT ?= bench-out
 bench:
-	$(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 2s ./gateway/ ./sandbox/... ./terminal/...
-	$(GO) test -tags $(TAGS) -run '^$$' -bench BenchmarkWeb -benchtime 200x ./cmd/conch/
-	$(GO) test -tags $(TAGS) -run '^$$' -bench 'BenchmarkRestart$$' -benchtime 1x -timeout 20m ./cmd/conch/
-	$(GO) test -tags $(TAGS) -run '^$$' -bench 'BenchmarkReleaseBinary|BenchmarkIdleRSS' -benchtime 1x ./cmd/conch/
+	GO='$(GO)' TAGS='$(TAGS)' BENCH_OUT='$(BENCH_OUT)' BENCH_PROFILE='$(BENCH_PROFILE)' BENCH_PKGS='$(BENCH_PKGS)' scripts/bench.sh bench
+
+# The soak (BenchmarkSoak): 10,000 messages over 100 Telegram conversations
+# through the real conch up, at least 10 minutes; conch's heap profiles and
+# the time series in $(BENCH_OUT)/soak-<date>/.
+.PHONY: soak
+soak:
+	GO='$(GO)' TAGS='$(TAGS)' BENCH_OUT='$(BENCH_OUT)' scripts/bench.sh soak
 
 # Fuzzing every parser of outside input: one `go test -fuzz` run per target
 # (Go fuzzes one target per run), FUZZTIME each. The seed corpora (f.Add and

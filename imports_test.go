@@ -97,6 +97,10 @@ var modulePackages = map[string]struct {
 
 	"conch/internal/binsize/cmd/binsize": {layerLeaf, nil},
 
+	// make bench / make soak: the table of the performance goals.
+	"conch/internal/benchtable":                {layerLeaf, nil},
+	"conch/internal/benchtable/cmd/benchtable": {layerLeaf, nil},
+
 	"conch/config": {layerConfig, nil},
 
 	"conch/agent":          {layerCore, nil},

@@ -37,6 +37,10 @@ type MetricsConfig struct {
 	// Listen, if set, serves /metrics without login on its own address
 	// (for a scraper); /metrics on gateway.listen always needs the login.
 	Listen string `toml:"listen" env:"LISTEN"`
+	// Pprof serves Go's runtime profiles (/debug/pprof/: heap, goroutines,
+	// allocations, CPU) on Listen, for the operator finding what holds
+	// memory; Listen must then be a loopback address.
+	Pprof bool `toml:"pprof" env:"PPROF"`
 }
 
 // IsLoopback reports whether a listen address only accepts connections
@@ -100,6 +104,10 @@ func (c *Config) validateWebChat() []Problem {
 		} else if strings.EqualFold(m, listen) {
 			add("metrics.listen", "is the same address as gateway.listen", "use another port, or leave it empty to serve /metrics on gateway.listen behind the login")
 		}
+	}
+	if c.Metrics.Pprof && (c.Metrics.Listen == "" || !IsLoopback(c.Metrics.Listen)) {
+		add("metrics.pprof", "needs metrics.listen on a loopback address (profiles are served there, without login)",
+			`set metrics.listen = "127.0.0.1:9484" and reach it through an SSH tunnel, or set metrics.pprof = false`)
 	}
 	return ps
 }

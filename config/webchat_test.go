@@ -47,6 +47,9 @@ func TestWebChatValidate(t *testing.T) {
 		{"huge messages", []string{"CONCH_WEB_MAX_MESSAGE_BYTES=99999999"}, "web.max_message_bytes", "65536"},
 		{"bad public url", []string{"CONCH_WEB_PUBLIC_URL=conch.example.org"}, "web.public_url", "https://"},
 		{"metrics on the gateway port", []string{"CONCH_METRICS_LISTEN=127.0.0.1:8484"}, "metrics.listen", "another port"},
+		{"pprof on loopback", []string{"CONCH_METRICS_LISTEN=127.0.0.1:9484", "CONCH_METRICS_PPROF=true"}, "", ""},
+		{"pprof without metrics.listen", []string{"CONCH_METRICS_PPROF=true"}, "metrics.pprof", "127.0.0.1:9484"},
+		{"pprof on all interfaces", []string{"CONCH_METRICS_LISTEN=0.0.0.0:9484", "CONCH_METRICS_PPROF=true"}, "metrics.pprof", "SSH tunnel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := append([]string{"HOME=" + dir, "CONCH_MODEL=m", "CONCH_MODEL_API_KEY=k"}, tc.env...)

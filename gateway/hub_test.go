@@ -188,3 +188,57 @@ func TestHubAllConversationsSubscriber(t *testing.T) {
 		t.Fatalf("got %v, %v", got[0].Key, got[1].Key)
 	}
 }
+
+// TestHubHoldsEventsOnlyForSubscribedConversations: with a log, a
+// conversation nobody subscribes to holds none of its events in memory (the
+// soak found 256 a conversation held for every conversation ever seen); a
+// subscriber's conversation keeps at most ringSize, dropped with its last
+// subscriber; resuming reads the log either way, without a gap.
+func TestHubHoldsEventsOnlyForSubscribedConversations(t *testing.T) {
+	db := sqlitetest.MustOpenMemory(t)
+	ctx := t.Context()
+	h := NewHub(db, nil, nil)
+	ringLen := func() int {
+		c := h.conv(hubKey)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.ring)
+	}
+	for range 300 {
+		h.Publish(ctx, hubKey, 1, notice("n"))
+	}
+	if n := ringLen(); n != 0 {
+		t.Fatalf("%d events held for a conversation without subscribers", n)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	sub, err := h.Subscribe(sctx, hubKey, 100) // the backlog from the log
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := drain(t, sub, 200)
+	if got[0].Seq != 101 || got[199].Seq != 300 {
+		t.Fatalf("backlog %d..%d, want 101..300", got[0].Seq, got[199].Seq)
+	}
+	for range ringSize + 10 {
+		h.Publish(ctx, hubKey, 1, notice("live"))
+		drain(t, sub, 1)
+	}
+	if n := ringLen(); n != ringSize {
+		t.Fatalf("%d events held for a subscribed conversation, want %d", n, ringSize)
+	}
+	cancel()
+	for ringLen() != 0 { // the subscription ends in context.AfterFunc's goroutine
+		time.Sleep(time.Millisecond)
+	}
+	// A later subscriber resumes from the log without a gap.
+	sub2, err := h.Subscribe(ctx, hubKey, 290)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = drain(t, sub2, ringSize+20)
+	for i, ev := range got {
+		if ev.Seq != int64(291+i) {
+			t.Fatalf("resumed event %d has Seq %d, want %d", i, ev.Seq, 291+i)
+		}
+	}
+}

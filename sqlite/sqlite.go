@@ -116,7 +116,14 @@ type options struct {
 	sync        Sync
 	busyTimeout time.Duration
 	readers     int
+	readerIdle  time.Duration
 }
+
+// DefaultReaderIdle is how long a reader connection of a file database
+// stays open unused. Each holds two open files and up to 2 MiB of SQLite's
+// page cache (the default cache_size, outside Go's heap); kept forever, a
+// burst left all of them open for good.
+const DefaultReaderIdle = time.Minute
 
 // WithClock sets the clock that stamps created_at, updated_at and friends.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
@@ -131,6 +138,10 @@ func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyT
 // WithReaders sets the size of the reader pool of a file database
 // (default max(4, GOMAXPROCS)).
 func WithReaders(n int) Option { return func(o *options) { o.readers = n } }
+
+// WithReaderIdle sets how long an unused reader connection stays open
+// (default DefaultReaderIdle; 0 keeps them open).
+func WithReaderIdle(d time.Duration) Option { return func(o *options) { o.readerIdle = d } }
 
 // DB is the SQLite store. It implements conch.Store; all methods are safe for
 // concurrent use.
@@ -155,7 +166,7 @@ var _ conch.AttachmentUpdater = (*DB)(nil)
 // in-memory database when path is ":memory:", and migrates it to the newest
 // schema.
 func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
-	o := options{now: time.Now, sync: SyncInbound, busyTimeout: 10 * time.Second, readers: max(4, runtime.GOMAXPROCS(0))}
+	o := options{now: time.Now, sync: SyncInbound, busyTimeout: 10 * time.Second, readers: max(4, runtime.GOMAXPROCS(0)), readerIdle: DefaultReaderIdle}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -164,8 +175,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, conch.Errorf(conch.KindInvalid, "open database: path is empty (use a file name or %q)", MemoryPath)
 	case o.sync != SyncInbound && o.sync != SyncFull && o.sync != SyncNormal:
 		return nil, conch.Errorf(conch.KindInvalid, "open database: sync mode %q is not inbound, full or normal", o.sync)
-	case o.busyTimeout < 0 || o.readers < 1:
-		return nil, conch.Errorf(conch.KindInvalid, "open database: busy timeout must be >= 0 and readers >= 1")
+	case o.busyTimeout < 0 || o.readers < 1 || o.readerIdle < 0:
+		return nil, conch.Errorf(conch.KindInvalid, "open database: busy timeout and reader idle time must be >= 0 and readers >= 1")
 	case o.now == nil:
 		return nil, conch.Errorf(conch.KindInvalid, "open database: clock is nil")
 	}
@@ -186,6 +197,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		d.syncInbound = o.sync == SyncInbound
 		if d.w, err = openPool(fileURI(abs), o, true, 1); err == nil {
 			d.r, err = openPool(fileURI(abs), o, false, o.readers)
+		}
+		if err == nil {
+			d.r.SetConnMaxIdleTime(o.readerIdle) // the writer's one connection stays
 		}
 	}
 	if err != nil {

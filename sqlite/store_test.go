@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,6 +196,7 @@ func TestOpenInvalid(t *testing.T) {
 		{"bad sync", filepath.Join(dir, "a.db"), []sqlite.Option{sqlite.WithSync("SOMETIMES")}},
 		{"no readers", filepath.Join(dir, "b.db"), []sqlite.Option{sqlite.WithReaders(0)}},
 		{"nil clock", filepath.Join(dir, "c.db"), []sqlite.Option{sqlite.WithClock(nil)}},
+		{"negative reader idle", filepath.Join(dir, "d.db"), []sqlite.Option{sqlite.WithReaderIdle(-time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db, err := sqlite.Open(context.Background(), tc.path, tc.opts...)
@@ -562,5 +564,42 @@ func TestBackupIsAConsistentCopy(t *testing.T) {
 	turns, err := b.UnfinishedTurns(t.Context())
 	if err != nil || len(turns) != 1 || turns[0].Inbound.Text != "keep me" {
 		t.Fatalf("backup holds %+v (%v)", turns, err)
+	}
+}
+
+// TestIdleReadersClose: reader connections opened by a burst close once
+// unused for the reader idle time (each holds two files and a page cache);
+// reads afterwards open them again.
+func TestIdleReadersClose(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "conch.db"), sqlite.WithReaders(4), sqlite.WithReaderIdle(50*time.Millisecond))
+	check(t, err)
+	defer mustClose(t, db)
+	addTurn(t, db, storetest.Inbound(roomA, "$1", "hi"))
+	var txs []*sql.Tx
+	for range 4 { // four reads at once: four connections
+		tx, err := db.SQL().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+		check(t, err)
+		var n int
+		check(t, tx.QueryRowContext(ctx, `SELECT count(*) FROM turns`).Scan(&n))
+		txs = append(txs, tx)
+	}
+	if open := db.SQL().Stats().OpenConnections; open != 4 {
+		t.Fatalf("%d reader connections open during the burst, want 4", open)
+	}
+	for _, tx := range txs {
+		check(t, tx.Rollback())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for db.SQL().Stats().OpenConnections > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reader connections still open 10 s after the burst", db.SQL().Stats().OpenConnections)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var n int
+	check(t, db.SQL().QueryRowContext(ctx, `SELECT count(*) FROM turns`).Scan(&n))
+	if n != 1 {
+		t.Fatalf("%d turns after the readers closed, want 1", n)
 	}
 }

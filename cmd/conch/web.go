@@ -208,6 +208,10 @@ func serveMetrics(ctx context.Context, addr string, h http.Handler, d *deps) err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	if d.cfg.Metrics.Pprof { // Validate holds it to a loopback metrics.listen
+		servePprof(mux)
+		d.log.Warn("metrics.pprof: Go runtime profiles served without login", "addr", addr, "path", "/debug/pprof/")
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,7 +1,9 @@
-// Package metrics exposes conch's Prometheus metrics (all named conch_*),
-// fed from the gateway's event hub: it subscribes to every conversation's
-// events and counts messages, turns, model calls, tool calls and the queue.
-// Sandboxes and terminals are counted when scraped.
+// Package metrics exposes conch's Prometheus metrics (conch's own named
+// conch_*), fed from the gateway's event hub: it subscribes to every
+// conversation's events and counts messages, turns, model calls, tool calls
+// and the queue. Sandboxes and terminals are counted when scraped. The
+// standard go_* (goroutines, heap, GC) and process_* (resident memory, open
+// files, CPU) collectors come with them: what a leak shows first.
 package metrics
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"conch"
@@ -105,6 +108,7 @@ func New(opts Options) *Collector {
 	c.usageCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "conch_model_calls_total", Help: "Answered model calls, by configured model and whether it was a fallback."}, []string{"model", "fallback"})
 	c.reg.MustRegister(c.events, c.messages, c.notices, c.turns, c.turnDur, c.modelDur, c.modelErrs, c.tokens,
 		c.usageToks, c.usageCost, c.usageCalls, c.toolCalls, c.toolDur, c.queue, c.running, c.resubscribe, &scrapeCollector{c: c})
+	c.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return c
 }
 

@@ -87,9 +87,15 @@ func TestObserve(t *testing.T) {
 			t.Errorf("exposition lacks %q", want)
 		}
 	}
+	for _, want := range []string{"\ngo_goroutines ", "\ngo_memstats_heap_inuse_bytes ", "\nprocess_open_fds ", "\nprocess_resident_memory_bytes "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("exposition lacks the standard %q", strings.TrimSpace(want))
+		}
+	}
 	for _, line := range strings.Split(text, "\n") {
-		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "conch_") {
-			t.Errorf("metric not named conch_*: %s", line)
+		if line != "" && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "conch_") &&
+			!strings.HasPrefix(line, "go_") && !strings.HasPrefix(line, "process_") {
+			t.Errorf("metric not named conch_* (nor the standard go_*, process_*): %s", line)
 		}
 	}
 }

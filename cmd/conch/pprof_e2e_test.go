@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"conch/internal/testenv/fakellm"
+)
+
+// TestUpMetricsRuntimeAndPprof runs `conch up` with metrics.listen: /metrics
+// there carries the standard go_* and process_* figures beside conch_*;
+// Go's profiles are served there only with metrics.pprof, never on
+// gateway.listen, and metrics.pprof on a non-loopback address is refused.
+func TestUpMetricsRuntimeAndPprof(t *testing.T) {
+	srv := fakellm.New(t)
+	get := func(url string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	waitUp := func(p *conchProc, url string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for {
+			if resp, err := http.Get(url); err == nil {
+				resp.Body.Close()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never answered; stderr:\n%s", url, p.stderr)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	for _, pprof := range []bool{true, false} {
+		gw, metrics := freeAddr(t), freeAddr(t)
+		env := append(testEnv(srv, fakellm.OpenAI, t.TempDir()), "CONCH_GATEWAY_LISTEN="+gw, "CONCH_METRICS_LISTEN="+metrics)
+		if pprof {
+			env = append(env, "CONCH_METRICS_PPROF=true")
+		}
+		p := startConch(t, env, "up")
+		waitUp(p, "http://"+metrics+"/metrics")
+		code, body := get("http://" + metrics + "/metrics")
+		for _, want := range []string{"\ngo_goroutines ", "\nprocess_open_fds ", "\nprocess_resident_memory_bytes ", "\ngo_memstats_heap_inuse_bytes ", "conch_turns_running "} {
+			if code != http.StatusOK || !bytes.Contains(body, []byte(want)) {
+				t.Fatalf("/metrics (%d) lacks %q", code, strings.TrimSpace(want))
+			}
+		}
+		code, body = get("http://" + metrics + "/debug/pprof/heap")
+		switch {
+		case pprof && (code != http.StatusOK || !bytes.HasPrefix(body, []byte{0x1f, 0x8b})): // a gzipped profile
+			t.Fatalf("heap profile with metrics.pprof: %d %q", code, body[:min(len(body), 200)])
+		case !pprof && code != http.StatusNotFound:
+			t.Fatalf("heap profile without metrics.pprof: %d, want 404", code)
+		}
+		if pprof {
+			if code, body = get("http://" + metrics + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !bytes.Contains(body, []byte("goroutine profile: total")) {
+				t.Fatalf("goroutine profile: %d", code)
+			}
+			if code, _ = get("http://" + metrics + "/debug/pprof/cmdline"); code == http.StatusOK {
+				t.Fatal("the command line is served")
+			}
+			if !strings.Contains(p.stderr.String(), "metrics.pprof") {
+				t.Fatalf("no warning that profiles are served:\n%s", p.stderr)
+			}
+		}
+		if code, _ = get("http://" + gw + "/debug/pprof/heap"); code == http.StatusOK {
+			t.Fatal("profiles served on gateway.listen")
+		}
+		p.kill9(t)
+	}
+
+	// Profiles without login on a non-loopback address: refused, naming the key.
+	env := append(testEnv(srv, fakellm.OpenAI, t.TempDir()), "CONCH_GATEWAY_LISTEN="+freeAddr(t),
+		"CONCH_METRICS_LISTEN=0.0.0.0:0", "CONCH_METRICS_PPROF=true")
+	p := startConch(t, env, "up")
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(p.stderr.String(), "metrics.pprof") {
+			t.Fatalf("conch up with pprof on 0.0.0.0: %v; stderr:\n%s", err, p.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("conch up started with pprof on 0.0.0.0; stderr:\n%s", p.stderr)
+	}
+}
