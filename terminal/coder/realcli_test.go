@@ -148,9 +148,30 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	answered(t, "second task", res, recalled)
 	checkHistory(t, "second task", llm, askRecall, askWrite, wrote)
 
-	// The CLI dies (kill -9): the next task finds it gone, starts it
-	// again continuing its session, and the history still holds the
-	// first tasks.
+	// The CLI dies (kill -9) while idle: the next task finds it gone, starts
+	// it again continuing its session, and the history still holds the
+	// first tasks. The answer comes at the CLI's turn-end hook, before the
+	// CLI has finished its turn on screen (and, for Claude Code, before it
+	// has written that turn to its session file): the crash comes once the
+	// screen shows it idle, as a crash between tasks would.
+	waitFor(t, "the CLI to be idle on screen", func() bool {
+		s, err := m.AgentSession(ctx, p.Name, false)
+		if err != nil {
+			return false
+		}
+		screen, err := s.Screen(ctx)
+		if err != nil {
+			return false
+		}
+		for _, l := range screen {
+			for _, busy := range p.Busy {
+				if strings.Contains(l, busy) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	kill, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c",
 		`pids=$(grep -lxzF "$1" /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); [ -n "$pids" ] && kill -9 $pids`,
 		"kill", coder.Mark(p.Name, m.Options().RunDir)}})
