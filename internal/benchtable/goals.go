@@ -18,11 +18,16 @@ type Goal struct {
 	Metric    string
 	Baseline  string // a unit of the same benchmark, or "" for none
 	Goal      string // "<=X", ">=X", "ratio<=X" or "ratio>=X"
-	Line      int    // in goals.tsv
+	// Floor, optional, says why the goal is not met where it is not, and
+	// what the floor is (with the profile or section that shows it); the
+	// table prints it under a row that is not met.
+	Floor string
+	Line  int // in goals.tsv
 }
 
 // ReadGoals reads goals.tsv: "#" starts a comment line, every other non-blank
-// line has the seven tab-separated fields of the header.
+// line has the seven tab-separated fields of the header, and optionally an
+// eighth: the floor (see Goal.Floor).
 func ReadGoals(r io.Reader) ([]Goal, error) {
 	var goals []Goal
 	sc := bufio.NewScanner(r)
@@ -34,10 +39,13 @@ func ReadGoals(r io.Reader) ([]Goal, error) {
 			continue
 		}
 		f := strings.Split(line, "\t")
-		if len(f) != 7 {
-			return nil, fmt.Errorf("goals line %d: %d tab-separated fields, want 7 (section row what benchmark metric baseline goal)", n, len(f))
+		if len(f) != 7 && len(f) != 8 {
+			return nil, fmt.Errorf("goals line %d: %d tab-separated fields, want 7 or 8 (section row what benchmark metric baseline goal [floor])", n, len(f))
 		}
 		g := Goal{Section: f[0], Row: f[1], What: f[2], Benchmark: f[3], Metric: f[4], Baseline: f[5], Goal: f[6], Line: n}
+		if len(f) == 8 {
+			g.Floor = strings.TrimSpace(f[7])
+		}
 		if g.Baseline == "-" {
 			g.Baseline = ""
 		}

@@ -104,3 +104,31 @@ func TestEvaluateRecorded(t *testing.T) {
 		t.Errorf("soak rows = %+v", got)
 	}
 }
+
+// TestFloorPrinted: a row that is not met prints its floor under the
+// table; a met row's floor and a floor without its row's failure do not.
+func TestFloorPrinted(t *testing.T) {
+	goals, err := ReadGoals(strings.NewReader(
+		"bench\t4\tslow one\tconch/x.BenchmarkA\tp50-ms\t-\t<=1\tone fsync per message: 1.2 ms here\n" +
+			"bench\t5\tfast one\tconch/x.BenchmarkB\tp50-ms\t-\t<=1\tnever printed\n" +
+			"bench\t6\tno floor\tconch/x.BenchmarkC\tp50-ms\t-\t<=1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if goals[0].Floor != "one fsync per message: 1.2 ms here" || goals[2].Floor != "" {
+		t.Fatalf("floors: %q %q", goals[0].Floor, goals[2].Floor)
+	}
+	rows := []Row{
+		{Goal: goals[0], Measured: true, Value: 1.4},
+		{Goal: goals[1], Measured: true, Value: 0.4, Met: true},
+		{Goal: goals[2], Measured: true, Value: 3},
+	}
+	for name, out := range map[string]string{"markdown": Markdown(rows), "text": Text(rows)} {
+		if !strings.Contains(out, "row 4 (slow one): one fsync per message: 1.2 ms here") {
+			t.Errorf("%s: the unmet row's floor is missing:\n%s", name, out)
+		}
+		if strings.Contains(out, "never printed") {
+			t.Errorf("%s: a met row's floor is printed:\n%s", name, out)
+		}
+	}
+}

@@ -81,7 +81,31 @@ func Markdown(rows []Row) string {
 	}
 	met, total := Summary(rows)
 	fmt.Fprintf(&b, "\n%d of %d goals met.\n", met, total)
+	if floors := unmetFloors(rows); len(floors) > 0 {
+		b.WriteString("\nWhy a goal is not met, and the floor:\n\n")
+		for _, f := range floors {
+			b.WriteString("- " + f + "\n")
+		}
+	}
 	return b.String()
+}
+
+// unmetFloors are the floors of the rows not met, "row N (what): floor",
+// each once (two rows of one goal may share a floor).
+func unmetFloors(rows []Row) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if r.Met || r.Floor == "" {
+			continue
+		}
+		s := "row " + r.Row + " (" + r.What + "): " + r.Floor
+		if !seen[r.Row+r.Floor] {
+			seen[r.Row+r.Floor] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Text renders the rows as a plain aligned table for a terminal.
@@ -112,5 +136,8 @@ func Text(rows []Row) string {
 	}
 	met, total := Summary(rows)
 	fmt.Fprintf(&b, "%d of %d goals met\n", met, total)
+	for _, f := range unmetFloors(rows) {
+		b.WriteString("  not met: " + f + "\n")
+	}
 	return b.String()
 }
