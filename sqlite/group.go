@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 
 	"modernc.org/sqlite"
@@ -127,14 +128,7 @@ func (d *DB) writeGroup() {
 	}
 	q.mu.Unlock()
 
-	var err error
-	if r := group[0]; len(group) == 1 && r.auto != nil && !durable {
-		if r.err = r.ctx.Err(); r.err == nil {
-			r.err = r.auto(context.Background())
-		}
-	} else {
-		err = d.commitGroup(group, durable)
-	}
+	err := d.runGroup(group, durable)
 	if err := d.diskFull(err); err != nil {
 		for _, r := range group {
 			r.err = err
@@ -155,6 +149,25 @@ func (d *DB) writeGroup() {
 	for _, r := range group {
 		r.wake <- false
 	}
+}
+
+// runGroup writes group and returns the error that ended its transaction.
+// A panic in a member's change (a bug) rolls the transaction back and is
+// every member's error, with its stack for the log: the hand-off and the
+// wake-ups after it must run, or every writer after would wait forever.
+func (d *DB) runGroup(group []*writeReq, durable bool) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("store write panicked (nothing of its group is stored): %v\n%s", p, debug.Stack())
+		}
+	}()
+	if r := group[0]; len(group) == 1 && r.auto != nil && !durable {
+		if r.err = r.ctx.Err(); r.err == nil {
+			r.err = r.auto(context.Background())
+		}
+		return nil
+	}
+	return d.commitGroup(group, durable)
 }
 
 // commitGroup writes group in one transaction. It sets the members' own

@@ -352,3 +352,40 @@ func TestGroupSingleStatementFailsAlone(t *testing.T) {
 		t.Errorf("steps: %+v, %v; want one", steps, err)
 	}
 }
+
+// TestGroupPanicReleasesWriters: a change that panics (a bug) is every
+// member's error, nothing of its group is stored, and the queue goes on:
+// the next write is made.
+func TestGroupPanicReleasesWriters(t *testing.T) {
+	ctx := t.Context()
+	d, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	key := conch.ConversationKey{Channel: "web", ID: "1"}
+	a := req(d, ctx, key, "a")
+	bomb := &writeReq{ctx: ctx, wake: make(chan bool, 1), fn: func(context.Context, *sql.Tx) error { panic("a bug") }}
+	runGroup(d, a.writeReq, bomb)
+	for name, r := range map[string]*writeReq{"a": a.writeReq, "bomb": bomb} {
+		if r.err == nil || !strings.Contains(r.err.Error(), "a bug") {
+			t.Errorf("member %s: got %v, want the panic as its error", name, r.err)
+		}
+	}
+	if un, err := d.UnfinishedTurns(ctx); err != nil || len(un) != 0 {
+		t.Fatalf("after the panic: %d turns stored, %v; want none", len(un), err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := d.AddInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "after", ExternalID: "after"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the write after the panic: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the write after the panic never ran: the queue is wedged")
+	}
+}
