@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAnswer: the final message comes from each CLI's own hook payload,
@@ -115,5 +116,29 @@ func TestTurnResultString(t *testing.T) {
 	r.ChangesListed = true
 	if got := r.String(); !strings.Contains(got, "f39 (created) and 5 more.") || strings.Contains(got, "f40") {
 		t.Errorf("many changes: got %q, want the first %d and a count", got, maxListedChanges)
+	}
+}
+
+// TestHookWhileBusyWaitsForTheScreen: the turn-end hook's marker ends the
+// turn only once the screen no longer shows the CLI at work. A project's
+// own blocking Stop hook makes Claude Code go on after conch's hook ran;
+// answering at the marker would answer with the interim text and every
+// later request with the answer before its own.
+func TestHookWhileBusyWaitsForTheScreen(t *testing.T) {
+	c := &Coder{p: Claude(), o: Options{Now: time.Now}}
+	busy := []string{"✻ Running stop hooks… (esc to interrupt)"}
+	idle := []string{"> "}
+	var s snap
+	s.TurnSeq = 5
+	var res TurnResult
+	if done, _, _ := c.turnEnded(&res, busy, s, 3); done {
+		t.Fatalf("answered while the screen shows the CLI at work: %+v", res)
+	}
+	if done, _, _ := c.turnEnded(&res, idle, s, 3); !done || res.State != TurnIdle || !res.Hook {
+		t.Fatalf("hook ran and screen idle: done=%v %+v, want answered by the hook", done, res)
+	}
+	res = TurnResult{}
+	if done, _, _ := c.turnEnded(&res, idle, s, 5); done && res.Hook {
+		t.Fatalf("an older marker (before the turn began) ended the turn: %+v", res)
 	}
 }

@@ -140,9 +140,6 @@ type Coder struct {
 	// answerCleared: the last turn's answer file was removed before this
 	// turn's text was sent, so the one there at its end is its own.
 	answerCleared bool
-	// settling: the last turn was ended by the CLI's hook while its
-	// screen still showed it working (see awaitSettled).
-	settling bool
 }
 
 // New returns a driver of p's CLI for the conversation key, whose

@@ -19,9 +19,6 @@ import (
 // an answer to the CLI), so the files it changes are counted from now.
 func (c *Coder) sendAndWait(ctx context.Context, text string, newTask bool, progress func(string)) (TurnResult, error) {
 	var res TurnResult
-	if err := c.awaitSettled(ctx); err != nil {
-		return res, err
-	}
 	// The previous answer is cleared and the workspace's files listed
 	// while the text is typed: both must be done before Enter, the
 	// earliest the CLI can begin.
@@ -272,18 +269,22 @@ func (c *Coder) turnEnded(res *TurnResult, screen []string, s snap, start uint64
 	asking := hasAny(screen, c.p.Asking)
 	quiet := c.o.Now().Sub(s.LastOutput)
 	switch {
-	case s.TurnSeq > start:
-		// The CLI's own hook said the turn ended: its answer is what the
-		// hook was given, so the turn is answered now. The screen may
-		// still show it working (Claude Code keeps its spinner until its
-		// Stop hook has returned): the next text waits until it does not
-		// (awaitSettled), never this answer.
+	case s.TurnSeq > start && !busy:
+		// The CLI's own hook said the turn ended and its screen no longer
+		// shows it working: its answer is what the (newest) hook was
+		// given. While the screen still shows it working the turn is not
+		// answered: Claude Code keeps its spinner only until its Stop hooks
+		// have returned (the wait is the redraw), but a project's own
+		// blocking Stop hook makes it go on working after conch's hook
+		// ran, and answering then would answer with an interim text and
+		// shift every later answer by one turn.
 		res.State, res.Hook = TurnIdle, true
 		if asking {
 			res.State = TurnAsking
 		}
-		c.settling = busy
 		return true, time.Time{}, nil
+	case s.TurnSeq > start:
+		return false, time.Time{}, nil // the hook ran; wait for the screen
 	case asking && !busy:
 		if quiet >= 300*time.Millisecond {
 			res.State = TurnAsking
@@ -299,33 +300,6 @@ func (c *Coder) turnEnded(res *TurnResult, screen []string, s snap, start uint64
 		return false, s.LastOutput.Add(c.p.settle()), nil
 	}
 	return false, time.Time{}, nil
-}
-
-// settleWait bounds how long the next text waits for a CLI whose hook
-// ended the last turn to stop showing that it works.
-const settleWait = 10 * time.Second
-
-// awaitSettled waits, when the last turn was ended by the CLI's hook while
-// its screen still showed it working, until the screen no longer does (or
-// the CLI ended), so that the next text is typed into an idle input box.
-// After settleWait it goes on: Enter and the input checks tell then.
-func (c *Coder) awaitSettled(ctx context.Context) error {
-	if !c.settling {
-		return nil
-	}
-	c.settling = false
-	wctx, cancel := context.WithTimeout(ctx, settleWait)
-	defer cancel()
-	err := c.watch(wctx, func(screen []string, s snap) (bool, time.Time, error) {
-		return s.dead || s.DoneSeq > c.cliSeq || !hasAny(screen, c.p.Busy), time.Time{}, nil
-	})
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
 }
 
 // fresh returns the lines of screen not in before, decoration left out.
