@@ -14,6 +14,7 @@ import (
 
 	"conch/sandbox/sandboxd"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
@@ -183,7 +184,7 @@ func (r *Runtime) removeSocketDir(dir string) {
 	}
 	_ = os.RemoveAll(dir)
 	_ = os.Remove(keyPath(dir))
-	_ = os.Remove(hostSocket(dir))
+	_ = os.RemoveAll(hostSocket(dir)) // a directory a tool put there is moved out whole
 	r.mu.Lock()
 	delete(r.launched, dir)
 	r.mu.Unlock()
@@ -229,8 +230,8 @@ func (r *Runtime) startAgent(ctx context.Context, id, name string) error {
 // agent. dir is its socket directory ("" for the exec transport).
 func (r *Runtime) startContainer(ctx context.Context, id, name, dir string) error {
 	if dir != "" {
-		_ = os.Remove(hostSocket(dir)) // the last agent's, dead with its container
-		_ = os.Remove(filepath.Join(dir, socketName))
+		_ = os.RemoveAll(hostSocket(dir)) // the last agent's, dead with its container
+		_ = os.RemoveAll(filepath.Join(dir, socketName))
 		if err := r.writeKey(dir); err != nil {
 			return err
 		}
@@ -241,22 +242,47 @@ func (r *Runtime) startContainer(ctx context.Context, id, name, dir string) erro
 	if dir == "" {
 		return nil
 	}
-	return r.launchAgent(ctx, id, name, dir, false)
+	return r.launchAgent(ctx, id, name, dir)
 }
 
-// launchAgent starts the agent of a running container; newKey writes a
-// fresh key first (a relaunch after the agent died; a start has just
-// written one).
-func (r *Runtime) launchAgent(ctx context.Context, id, name, dir string, newKey bool) error {
-	if newKey {
-		if err := r.writeKey(dir); err != nil {
-			return err
-		}
-	}
+// launchAgent starts the agent of a container just started (startContainer
+// wrote its key before the start, when no tool process could read it).
+func (r *Runtime) launchAgent(ctx context.Context, id, name, dir string) error {
 	r.mu.Lock()
 	r.launched[dir] = launch{at: time.Now()}
 	r.mu.Unlock()
 	return r.startAgent(ctx, id, name)
+}
+
+// claimRestart reports whether this dial is the one to restart dir's
+// container for its agent: none was launched lately and none is being
+// launched (two dials finding the agent gone at once restart it once; the
+// other waits for the new agent).
+func (r *Runtime) claimRestart(dir string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.launched[dir]; ok && !l.up && time.Since(l.at) < agentReadyTimeout {
+		return false
+	}
+	r.launched[dir] = launch{at: time.Now()}
+	return true
+}
+
+// restartForAgent restarts a running container whose agent does not listen
+// (it died, or a tool killed it: they share a uid). A new agent needs a new
+// key, and the one moment a key can be put where the agent reads it without
+// a tool able to read it too is before the container starts: so the
+// container is stopped and started again. Its processes, terminals
+// included, end (they are reported gone); its workspace stays.
+func (r *Runtime) restartForAgent(ctx context.Context, id, name, dir string) error {
+	timeout := 0
+	if _, err := r.api.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &timeout}); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("restart %s for its agent: %w: %v", name, errContainerGone, err)
+		}
+		return r.engineErr("restart "+name+" for its agent", err)
+	}
+	return r.startContainer(ctx, id, name, dir)
 }
 
 // launch is this conch's last start of a container's agent.
@@ -295,8 +321,9 @@ func hostSocket(dir string) string { return dir + ".sock" }
 // conch moves it out to hostSocket(dir), which no process in the sandbox
 // can see, and dials it there. A socket that is missing, refuses, or
 // answers without the key (the agent died, or something else was found)
-// gets a new agent with a new key, once per dial; a just-launched agent is
-// waited for.
+// restarts the container for a new agent with a new key (restartForAgent),
+// once per dial; a just-launched agent is waited for. A dial that runs out
+// of time is only an error: a slow agent is not a missing one.
 func (r *Runtime) socketDial(id, name, dir string) sandboxd.DialFunc {
 	return func(ctx context.Context) (io.ReadWriteCloser, error) {
 		path := hostSocket(dir)
@@ -312,6 +339,9 @@ func (r *Runtime) socketDial(id, name, dir string) sandboxd.DialFunc {
 				if derr == nil {
 					return c, nil
 				}
+				if ctx.Err() != nil || errors.Is(derr, os.ErrDeadlineExceeded) {
+					return nil, fmt.Errorf("dial sandbox agent in %s: %w", name, derr)
+				}
 				if !errors.Is(derr, sandboxd.ErrHandshake) && !errors.Is(derr, syscall.ENOENT) && !errors.Is(derr, syscall.ECONNREFUSED) {
 					return nil, fmt.Errorf("dial sandbox agent in %s: %w", name, derr)
 				}
@@ -324,7 +354,7 @@ func (r *Runtime) socketDial(id, name, dir string) sandboxd.DialFunc {
 				// a socket is dialled (a link would point conch anywhere
 				// on the host).
 				if fi, lerr := os.Lstat(path); lerr != nil || fi.Mode().Type() != os.ModeSocket {
-					_ = os.Remove(path)
+					_ = os.RemoveAll(path) // a directory too; RemoveAll follows no link
 					r.log.Warn("sandbox agent: refused a non-socket in the socket directory", "container", name)
 				} else {
 					r.agentUp(dir)
@@ -335,10 +365,12 @@ func (r *Runtime) socketDial(id, name, dir string) sandboxd.DialFunc {
 				if relaunched {
 					return nil, fmt.Errorf("dial sandbox agent in %s: no agent listening %s after its start: %w (%v)", name, agentReadyTimeout, errAgentGone, err)
 				}
-				relaunched = true
-				r.log.Warn("sandbox agent not listening: starting it again", "container", name, "err", err)
-				if err := r.launchAgent(ctx, id, name, dir, true); err != nil {
-					return nil, err
+				if r.claimRestart(dir) {
+					relaunched = true
+					r.log.Warn("sandbox agent not listening: restarting its container for a new one (its processes and terminals end; the workspace stays)", "container", name, "err", err)
+					if err := r.restartForAgent(ctx, id, name, dir); err != nil {
+						return nil, err
+					}
 				}
 			}
 			t := time.NewTimer(wait)

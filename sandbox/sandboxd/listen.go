@@ -79,6 +79,10 @@ func clientHandshake(rw io.ReadWriter, key []byte) error {
 	}
 	buf := make([]byte, nonceSize+sha256.Size)
 	if _, err := io.ReadFull(rw, buf); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Slow, not false: the caller must not take it for an impostor.
+			return fmt.Errorf("sandbox agent socket: no answer in time: %w", err)
+		}
 		return fmt.Errorf("%w: no answer from the listener (not conch's agent, or another key): %v", ErrHandshake, err)
 	}
 	ns, proof := buf[:nonceSize], buf[nonceSize:]
