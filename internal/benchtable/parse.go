@@ -112,8 +112,15 @@ func Parse(r io.Reader) (*Output, error) {
 		if !ok && split != "" {
 			name, metrics, ok = parseResult(split + " " + line)
 		}
-		if f := strings.Fields(line); !ok && len(f) == 1 && strings.HasPrefix(f[0], "Benchmark") {
+		// A name followed by something else (a log line the benchmark
+		// printed after its name, before its figures): the figures come
+		// on a later line, after however many lines of output.
+		if f := strings.Fields(line); !ok && len(f) >= 1 && strings.HasPrefix(f[0], "Benchmark") &&
+			(len(f) == 1 || procsSuffix.MatchString(f[0])) {
 			split = f[0]
+			continue
+		}
+		if !ok {
 			continue
 		}
 		split = ""

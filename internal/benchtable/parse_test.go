@@ -87,6 +87,9 @@ func TestParseEdgeCases(t *testing.T) {
 		"BenchmarkD-2",
 		"      1\t  7.5 p50-ms",
 		"BenchmarkE-2 garbage line that is not a result",
+		// a log line printed after the name, on its line, then the figures
+		"BenchmarkG/codex-2 \t2026/11/26 04:55:30 WARN egress injector: request refused method=CONNECT",
+		"      10\t  9.351 notice-p50-ms\t  66.63 notice-p99-ms",
 		"--- BENCH: BenchmarkB",
 		"    x_test.go:1: a log line",
 		"--- SKIP: BenchmarkF-2",
@@ -105,6 +108,9 @@ func TestParseEdgeCases(t *testing.T) {
 	}
 	if r := out.Results["conch/x.BenchmarkD"]; r == nil || r.Metrics["p50-ms"][0] != 7.5 {
 		t.Errorf("split BenchmarkD = %+v", r)
+	}
+	if r := out.Results["conch/x.BenchmarkG/codex"]; r == nil || r.Metrics["notice-p50-ms"][0] != 9.351 {
+		t.Errorf("BenchmarkG/codex after a log line on its name's line = %+v", r)
 	}
 	if _, ok := out.Results["conch/x.BenchmarkC"]; ok {
 		t.Error("BenchmarkC has no figures but was parsed")
