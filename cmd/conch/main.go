@@ -15,9 +15,10 @@ import (
 )
 
 func main() {
-	// conch serves no heap profile (no pprof endpoint or command), so the
-	// runtime's sampling of allocations only costs memory: its bucket table
-	// held 1.4 MB after 20 conversations (BenchmarkIdleRSS; runtime/metrics
+	// Unless an operator turns on metrics.pprof (servePprof samples again),
+	// conch serves no heap profile, so the runtime's sampling of
+	// allocations only costs memory: its bucket table held 1.4 MB after 20
+	// conversations (BenchmarkIdleRSS; runtime/metrics
 	// /memory/classes/profiling/buckets). Docs: decision 2026-11-26-idle-trim.
 	runtime.MemProfileRate = 0
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -66,6 +67,12 @@ func TestUpMetricsRuntimeAndPprof(t *testing.T) {
 			t.Fatalf("heap profile without metrics.pprof: %d, want 404", code)
 		}
 		if pprof {
+			// The heap is sampled (main turns sampling off unless metrics.pprof is on).
+			code, body = get("http://" + metrics + "/debug/pprof/heap?debug=1")
+			var inuse, inuseB, allocs, allocsB, rate int64
+			if _, err := fmt.Sscanf(string(body), "heap profile: %d: %d [%d: %d] @ heap/%d", &inuse, &inuseB, &allocs, &allocsB, &rate); code != http.StatusOK || err != nil || allocs == 0 || rate != 2*512*1024 {
+				t.Fatalf("heap profile (debug=1): %d %v: %q", code, err, body[:min(len(body), 200)])
+			}
 			if code, body = get("http://" + metrics + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !bytes.Contains(body, []byte("goroutine profile: total")) {
 				t.Fatalf("goroutine profile: %d", code)
 			}

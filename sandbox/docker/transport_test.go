@@ -97,9 +97,12 @@ except OSError as e:
 			// The tools can kill the agent (it runs as their uid): the
 			// call that does it loses its session.
 			_, _ = sb.Exec(ctx, conch.ExecRequest{Argv: []string{"pkill", "-KILL", "-f", "sandbox-agent --listen"}, Timeout: 10 * time.Second})
-			// The next call finds the imposter, refuses it, and starts the
-			// agent again.
-			r := run(t, sb, "cat", "/tmp/imposter.log")
+			// The next call finds the imposter, refuses it, and restarts the
+			// container for a new agent: a new key can reach an agent
+			// unread by the tools (who share its uid) only before they
+			// exist. The imposter ended with the container; its log is in
+			// the workspace, which stays.
+			r := run(t, sb, "cat", "/workspace/imposter.log")
 			if r.ExitCode != 0 {
 				t.Fatalf("after the agent was killed: exit %d %q", r.ExitCode, out(r))
 			}
@@ -113,6 +116,9 @@ except OSError as e:
 			}
 			if _, err := os.Stat(sock); err != nil {
 				t.Errorf("the agent's socket is not back at %s: %v", sock, err)
+			}
+			if r := run(t, sb, "sh", "-c", "pgrep -f '"+imposterName+"' || echo gone"); out(r) != "gone" {
+				t.Errorf("the imposter still runs (%q): the new agent's key was given while tools ran", out(r))
 			}
 		})
 
@@ -231,7 +237,7 @@ while True:
     except OSError:
         pass
     c.close()
-    with open("/tmp/imposter.log", "a") as f:
+    with open("/workspace/imposter.log", "a") as f:
         f.write("%d\n" % n)`
 
 // TestContractOverTransports runs the behaviour every conch.Sandbox must
