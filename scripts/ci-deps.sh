@@ -7,10 +7,11 @@
 # config (dovecot for IMAP and LMTP, postfix for SMTP). Idempotent: apt runs
 # only when something is missing. The system's own mail services are never left
 # running: the tests start private instances on random loopback ports. Chromium
-# runs the web chat's browser tests (chromedp, headless).
+# runs the web chat's browser tests (chromedp, headless). python3 is the socket
+# transport test's probe that connects from the host as another user.
 set -eu
 
-pkgs="docker.io podman conmon catatonit runc containerd debootstrap xfsprogs ca-certificates tmux make git dovecot-imapd dovecot-lmtpd postfix chromium"
+pkgs="docker.io podman conmon catatonit runc containerd debootstrap xfsprogs ca-certificates tmux make git dovecot-imapd dovecot-lmtpd postfix chromium python3"
 missing=""
 for p in $pkgs; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
