@@ -52,6 +52,10 @@ func (r *Runtime) fillPoolAsync() {
 // the background after Reconcile and after each assignment; tests and
 // `conch sandbox` call it directly.
 func (r *Runtime) FillPool(ctx context.Context) error {
+	// One fill at a time: a caller's fill and the background refill each
+	// counting the pool short would each add to it, past WarmPool.
+	r.fillMu.Lock()
+	defer r.fillMu.Unlock()
 	for {
 		r.mu.Lock()
 		need := len(r.pool) < r.opts.WarmPool && !r.closed

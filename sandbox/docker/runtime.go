@@ -149,6 +149,8 @@ type Runtime struct {
 	pool  []poolEntry
 	// poolFilling is true while a fill goroutine runs.
 	poolFilling bool
+	// fillMu serialises FillPool (see there).
+	fillMu sync.Mutex
 
 	life   context.Context
 	stop   context.CancelFunc
