@@ -24,7 +24,6 @@ import (
 
 	"github.com/moby/moby/client"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -280,7 +279,6 @@ func (n *KubeletNode) bindClaim(ctx context.Context, c *Cluster, pvc *corev1.Per
 	if pvc.DeletionTimestamp != nil || pvc.Status.Phase == corev1.ClaimBound {
 		return nil
 	}
-	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	name := "pv-" + string(pvc.UID)
 	dir := filepath.Join(n.Dir, "pv", name)
 	if pvc.Spec.VolumeName == "" {
@@ -290,30 +288,8 @@ func (n *KubeletNode) bindClaim(ctx context.Context, c *Cluster, pvc *corev1.Per
 		if err := os.Chown(dir, 1000, 1000); err != nil {
 			return err
 		}
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: pvc.Spec.AccessModes,
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
-				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-			},
-		}
-		if _, err := cs.PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		pvc.Spec.VolumeName = name
-		upd, err := cs.PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
-		if err != nil {
-			return err
-		}
-		pvc = upd
 	}
-	pvc.Status.Phase = corev1.ClaimBound
-	pvc.Status.AccessModes = pvc.Spec.AccessModes
-	pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
-	_, err := cs.PersistentVolumeClaims(pvc.Namespace).UpdateStatus(ctx, pvc, metav1.UpdateOptions{})
-	return err
+	return bindHostPath(ctx, cs, pvc, name, dir, corev1.PersistentVolumeReclaimRetain)
 }
 
 // teardown deletes every pod through the API (the kubelet stops them and

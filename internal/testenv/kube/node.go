@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	utilexec "k8s.io/utils/exec"
 )
@@ -505,18 +506,27 @@ func (n *Node) syncClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 	if pvc.Status.Phase == corev1.ClaimBound {
 		return nil
 	}
-	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	pvName := "pv-" + string(pvc.UID)
 	if pvc.Spec.VolumeName == "" {
 		if err := os.MkdirAll(n.pvDir(pvName), 0o755); err != nil {
 			return err
 		}
+	}
+	return bindHostPath(ctx, cs, pvc, pvName, n.pvDir(pvName), corev1.PersistentVolumeReclaimDelete)
+}
+
+// bindHostPath does what a volume controller and a provisioner would for
+// pvc: a hostPath volume name at dir (made by the caller) for a claim not
+// yet given one, the claim pointed at it, and the claim marked bound.
+func bindHostPath(ctx context.Context, cs corev1client.CoreV1Interface, pvc *corev1.PersistentVolumeClaim, name, dir string, reclaim corev1.PersistentVolumeReclaimPolicy) error {
+	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	if pvc.Spec.VolumeName == "" {
 		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: pvName},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PersistentVolumeSpec{
 				Capacity: corev1.ResourceList{corev1.ResourceStorage: size}, AccessModes: pvc.Spec.AccessModes,
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: n.pvDir(pvName)}},
+				PersistentVolumeReclaimPolicy: reclaim,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}},
 				ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
 			},
 		}
@@ -526,7 +536,7 @@ func (n *Node) syncClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 		if _, err := cs.PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		pvc.Spec.VolumeName = pvName
+		pvc.Spec.VolumeName = name
 		upd, err := cs.PersistentVolumeClaims(pvc.Namespace).Update(ctx, pvc, metav1.UpdateOptions{})
 		if err != nil {
 			return err
