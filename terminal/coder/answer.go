@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,22 +36,47 @@ type FileChange struct {
 	Kind ChangeKind
 }
 
-// untracked are the parts of the workspace whose changes are not a
-// task's work, besides the CLI's own (Profile.Own): conch's files,
-// caches, version control and dependencies.
-var untracked = []string{"./.conch", "./.ipc", "./.cache", "./.npm", "./.local", "./.config", "*/.git", "*/node_modules", "*/__pycache__"}
+// The parts of the workspace whose changes are not a task's work,
+// besides the CLI's own (Profile.Own, entries of the workspace's top):
+// conch's files and caches at the top, version control, dependencies and
+// bytecode anywhere. Each is a shell pattern for one path element.
+var (
+	untrackedTop      = []string{".conch", ".ipc", ".cache", ".npm", ".local", ".config"}
+	untrackedAnywhere = []string{".git", "node_modules", "__pycache__"}
+)
 
 // pruned returns find's expression for what is not tracked.
 func (c *Coder) pruned() string {
-	paths := slices.Clone(untracked)
-	for _, own := range c.p.Own {
-		paths = append(paths, "./"+own)
+	var expr []string
+	for _, p := range slices.Concat(untrackedTop, c.p.Own) {
+		expr = append(expr, "-path "+shellQuote("./"+p))
 	}
-	expr := make([]string, len(paths))
-	for i, p := range paths {
-		expr[i] = "-path " + shellQuote(p)
+	for _, p := range untrackedAnywhere {
+		expr = append(expr, "-path "+shellQuote("*/"+p))
 	}
 	return strings.Join(expr, " -o ")
+}
+
+// tracked reports whether rel, a path find listed, is outside what
+// pruned leaves out. find prunes by name, but GNU find (4.9) still
+// prints a pruned entry now and then when it is renamed away and back
+// while find looks at it (the CLI writing its settings through a
+// temporary file): the listing is filtered again here.
+func (c *Coder) tracked(rel string) bool {
+	elems := strings.Split(rel, "/")
+	for _, p := range slices.Concat(untrackedTop, c.p.Own) {
+		if ok, _ := path.Match(p, elems[0]); ok {
+			return false
+		}
+	}
+	for _, e := range elems {
+		for _, p := range untrackedAnywhere {
+			if ok, _ := path.Match(p, e); ok {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // fileSet is the workspace's files when a task began: path → modification
@@ -119,9 +145,14 @@ func (c *Coder) tail(ctx context.Context, file string) ([]byte, error) {
 // workspace's files (with scan).
 func (c *Coder) sandboxFiles(ctx context.Context, clear, scan bool) (fileSet, error) {
 	// find's status comes last ("#end 0" when it listed everything); head
-	// cuts a list longer than MaxTrackedFiles before it.
+	// cuts a list longer than MaxTrackedFiles before it. The CLI and the
+	// user's terminals work while find runs: a file that vanishes between
+	// find reading its name and looking at it (a settings file written
+	// through a temporary one and renamed, as Claude Code does in its home,
+	// the workspace) was simply not there, not a failed listing
+	// (-ignore_readdir_race).
 	script := `[ "$1" = 1 ] && rm -f -- "$2"; [ "$3" = 1 ] || exit 0; cd "$4" || exit 3; ` +
-		`{ find . -mindepth 1 \( ` + c.pruned() + ` \) -prune -o -type f -printf '%P\t%T@\t%s\n' 2>/dev/null; echo "#end $?"; } | head -n ` +
+		`{ find . -mindepth 1 -ignore_readdir_race \( ` + c.pruned() + ` \) -prune -o -type f -printf '%P\t%T@\t%s\n' 2>/dev/null; echo "#end $?"; } | head -n ` +
 		strconv.Itoa(MaxTrackedFiles+2)
 	r, err := c.sb.Exec(ctx, conch.ExecRequest{
 		Argv:        []string{"sh", "-c", script, "sh", flag(clear), c.answerFile(), flag(scan), c.s.Workspace()},
@@ -134,7 +165,7 @@ func (c *Coder) sandboxFiles(ctx context.Context, clear, scan bool) (fileSet, er
 	if !scan {
 		return fileSet{}, nil
 	}
-	return parseFiles(string(r.Output), r.ExitCode == 0 && !r.Truncated), nil
+	return parseFiles(string(r.Output), r.ExitCode == 0 && !r.Truncated, c.tracked), nil
 }
 
 func flag(b bool) string {
@@ -197,7 +228,7 @@ func geminiAnswer(payload []byte, tail func(string) ([]byte, error)) string {
 
 // parseFiles reads find's "path\tmtime\tsize" lines, then "#end" and
 // find's status: the list is complete only when that says 0.
-func parseFiles(out string, ok bool) fileSet {
+func parseFiles(out string, ok bool, tracked func(string) bool) fileSet {
 	body, status, found := strings.Cut(out, "\n#end ")
 	if !found && strings.HasPrefix(out, "#end ") {
 		body, status, found = "", strings.TrimPrefix(out, "#end "), true
@@ -212,7 +243,9 @@ func parseFiles(out string, ok bool) fileSet {
 		if j <= 0 {
 			continue
 		}
-		fs.stamps[line[:j]] = line[j+1:]
+		if tracked(line[:j]) {
+			fs.stamps[line[:j]] = line[j+1:]
+		}
 	}
 	if len(fs.stamps) > MaxTrackedFiles {
 		fs.complete = false

@@ -56,8 +56,8 @@ func TestAnswer(t *testing.T) {
 // TestDiffFiles: created, modified (time or size) and deleted files, by
 // path; nothing is claimed when a side is incomplete.
 func TestDiffFiles(t *testing.T) {
-	before := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t100.5\t3\ngone.md\t99.0\t1\nweird\tname\t100.0\t2\n#end 0\n", true)
-	after := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t101.0\t3\nnew.txt\t102.0\t0\nweird\tname\t100.0\t4\nnot a line\n#end 0\n", true)
+	before := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t100.5\t3\ngone.md\t99.0\t1\nweird\tname\t100.0\t2\n#end 0\n", true, all)
+	after := parseFiles("a.go\t100.5\t10\nsub dir/b.txt\t101.0\t3\nnew.txt\t102.0\t0\nweird\tname\t100.0\t4\nnot a line\n#end 0\n", true, all)
 	got, listed := diffFiles(before, after)
 	want := []FileChange{{"gone.md", Deleted}, {"new.txt", Created}, {"sub dir/b.txt", Modified}, {"weird\tname", Modified}}
 	if !listed || !slices.Equal(got, want) {
@@ -67,11 +67,11 @@ func TestDiffFiles(t *testing.T) {
 		t.Errorf("unknown start: got %v (listed %v), want nothing listed", got, listed)
 	}
 	for _, out := range []string{"a.go\t1.0\t1\n", "a.go\t1.0\t1\n#end 1\n", "#end 2\n"} {
-		if fs := parseFiles(out, true); fs.complete {
+		if fs := parseFiles(out, true, all); fs.complete {
 			t.Errorf("%q: got a complete set, want incomplete (find failed or was cut)", out)
 		}
 	}
-	if fs := parseFiles("#end 0\n", true); !fs.complete || len(fs.stamps) != 0 {
+	if fs := parseFiles("#end 0\n", true, all); !fs.complete || len(fs.stamps) != 0 {
 		t.Errorf("empty workspace: got %+v, want a complete empty set", fs)
 	}
 	var many strings.Builder
@@ -79,8 +79,42 @@ func TestDiffFiles(t *testing.T) {
 		fmt.Fprintf(&many, "f%d\t1.0\t1\n", i)
 	}
 	many.WriteString("#end 0\n")
-	if fs := parseFiles(many.String(), true); fs.complete {
+	if fs := parseFiles(many.String(), true, all); fs.complete {
 		t.Errorf("%d files: got a complete set, want it marked incomplete", MaxTrackedFiles+1)
+	}
+}
+
+// all tracks every path.
+func all(string) bool { return true }
+
+// TestTracked: what find prunes is also what the listing filters out
+// again (GNU find prints a pruned entry renamed under it now and then):
+// conch's and the CLI's own entries at the top, version control,
+// dependencies and bytecode anywhere; nothing else.
+func TestTracked(t *testing.T) {
+	c := &Coder{p: Claude()}
+	for rel, want := range map[string]bool{
+		"hello.txt":                      true,
+		"src/.claude.json":               true, // only the CLI's own at the top
+		"src/.cache/x":                   true,
+		".claude.json":                   false,
+		".claude.json.tmp.42.1700000000": false,
+		".claude/projects/a.jsonl":       false,
+		".conch/run/x":                   false,
+		".config":                        false,
+		"a/b/.git/HEAD":                  false,
+		".git":                           false,
+		"web/node_modules/x/index.js":    false,
+		"pkg/__pycache__/m.pyc":          false,
+		"node_modules_notes.txt":         true,
+	} {
+		if got := c.tracked(rel); got != want {
+			t.Errorf("tracked(%q) = %v, want %v", rel, got, want)
+		}
+	}
+	fs := parseFiles("a.go\t1.0\t1\n.claude.json.tmp.1.2\t1.0\t1\n#end 0\n", true, c.tracked)
+	if _, ok := fs.stamps["a.go"]; !ok || len(fs.stamps) != 1 || !fs.complete {
+		t.Errorf("parse with the CLI's temporary file listed: got %+v, want a.go alone, complete", fs)
 	}
 }
 
