@@ -158,7 +158,57 @@ type soakSample struct {
 	goroutines int
 	fds        int
 	heap, sys  int64 // Go's heap in use and all memory Go got from the OS (go_memstats_*)
-	store      int64 // conch.db + its WAL, bytes
+	released   int64 // what Go gave back of it (go_memstats_heap_released_bytes)
+	live       int64 // Go's heap objects (go_memstats_heap_alloc_bytes)
+	// The anonymous resident memory by where it is mapped (smaps): Go's
+	// heap arenas, and everything else (Go's runtime metadata, modernc's
+	// libc allocator, which SQLite allocates from).
+	arena, other int64
+	store        int64 // conch.db + its WAL, bytes
+}
+
+// goRes is what of the anonymous memory Go's runtime accounts for at most:
+// all it mapped less what it gave back (pages mapped and never touched
+// count too, so nonGo is a floor of memory Go did not allocate).
+func (s soakSample) goRes() int64 { return s.sys - s.released }
+
+func (s soakSample) nonGo() int64 { return s.anon - s.goRes() }
+
+// goArenaLo and goArenaHi bound where Go's heap arenas are mapped on
+// linux/amd64 (the runtime's arena hints start at 0x00c0<<32).
+const goArenaLo, goArenaHi = 0x00c0 << 32, 0x0100 << 32
+
+// readSmaps splits a process's anonymous resident memory into Go's heap
+// arenas and the rest.
+func readSmaps(pid int) (arena, other int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	inArena := false
+	for sc.Scan() {
+		l := sc.Text()
+		if k, v, ok := strings.Cut(l, ":"); ok && !strings.Contains(k, " ") && !strings.Contains(k, "-") {
+			if k == "Anonymous" {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if inArena {
+					arena += kb << 10
+				} else {
+					other += kb << 10
+				}
+			}
+			continue
+		}
+		lo, _, ok := strings.Cut(strings.Fields(l)[0], "-")
+		if !ok {
+			continue
+		}
+		start, _ := strconv.ParseUint(lo, 16, 64)
+		inArena = start >= goArenaLo && start < goArenaHi
+	}
+	return arena, other, sc.Err()
 }
 
 // soakHTTP reads conch's /metrics and profiles without keeping a
@@ -193,6 +243,9 @@ func (p *soakProc) sample(b *testing.B, start time.Time, answered int) soakSampl
 	} else {
 		b.Errorf("conch's status: %v", err)
 	}
+	if a, o, err := readSmaps(pid); err == nil {
+		s.arena, s.other = a, o
+	}
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		s.fds = len(fds)
 	}
@@ -209,6 +262,10 @@ func (p *soakProc) sample(b *testing.B, start time.Time, answered int) soakSampl
 				s.heap = int64(f)
 			case "go_memstats_sys_bytes":
 				s.sys = int64(f)
+			case "go_memstats_heap_released_bytes":
+				s.released = int64(f)
+			case "go_memstats_heap_alloc_bytes":
+				s.live = int64(f)
 			}
 		}
 		resp.Body.Close()
@@ -623,9 +680,11 @@ func BenchmarkSoak(b *testing.B) {
 	var series strings.Builder
 	// anon − Go's sys is memory Go did not allocate: SQLite's (modernc's
 	// allocator maps its own), the stacks of threads in C-like code.
-	fmt.Fprintf(&series, "%8s %8s %8s %8s %8s %8s %10s %5s %9s\n", "t", "answered", "rss MiB", "anon MiB", "heap MiB", "sys MiB", "goroutines", "fds", "store MiB")
+	// go res is sys less what Go released; non-go is anon less that (a
+	// floor); arena and other split anon by where it is mapped.
+	fmt.Fprintf(&series, "%8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %10s %5s %9s\n", "t", "answered", "rss MiB", "anon MiB", "heap MiB", "live MiB", "sys MiB", "go res", "non-go", "arena", "other", "goroutines", "fds", "store MiB")
 	row := func(s soakSample) {
-		fmt.Fprintf(&series, "%8s %8d %8.1f %8.1f %8.1f %8.1f %10d %5d %9.2f\n", s.at, s.answered, mib(s.rss), mib(s.anon), mib(s.heap), mib(s.sys), s.goroutines, s.fds, mib(s.store))
+		fmt.Fprintf(&series, "%8s %8d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10d %5d %9.2f\n", s.at, s.answered, mib(s.rss), mib(s.anon), mib(s.heap), mib(s.live), mib(s.sys), mib(s.goRes()), mib(s.nonGo()), mib(s.arena), mib(s.other), s.goroutines, s.fds, mib(s.store))
 	}
 	row(base)
 	for _, s := range samples {
@@ -664,6 +723,10 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(mib(base.rss), "rss-before-MiB")
 	b.ReportMetric(mib(loaded.rss-warm.rss), "rss-growth-MiB")
 	b.ReportMetric(mib(loaded.anon-warm.anon), "anon-growth-MiB")
+	// Where the growth is: Go's resident memory (all it mapped less what it
+	// released) and the rest (modernc's libc allocator: SQLite).
+	b.ReportMetric(mib(loaded.goRes()-warm.goRes()), "go-growth-MiB")
+	b.ReportMetric(mib(loaded.nonGo()-warm.nonGo()), "nongo-growth-MiB")
 	b.ReportMetric(float64(settled.goroutines-base.goroutines), "goroutines-delta")
 	b.ReportMetric(float64(settled.fds-base.fds), "fds-delta")
 	b.ReportMetric(float64(loaded.answered)/loadTime.Seconds(), "msgs/s")

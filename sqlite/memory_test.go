@@ -1,0 +1,265 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"modernc.org/sqlite"
+
+	"conch"
+)
+
+// sqliteMem is SQLite's own account of the memory its open connections
+// hold (sqlite3_db_status, summed over the writer and every open reader).
+type sqliteMem struct {
+	conns                         int
+	cache, schema, stmt, lookside int64 // bytes
+}
+
+func (m sqliteMem) total() int64 { return m.cache + m.schema + m.stmt + m.lookside }
+
+// connMemory reads SQLite's counters of every open connection of the
+// store. The load must be paused: it takes each connection in turn.
+func connMemory(ctx context.Context, tb testing.TB, d *DB) sqliteMem {
+	tb.Helper()
+	var m sqliteMem
+	read := func(c *sql.Conn) {
+		err := c.Raw(func(dc any) error {
+			st, ok := dc.(sqlite.DBStatus)
+			if !ok {
+				return fmt.Errorf("%T is not a sqlite.DBStatus", dc)
+			}
+			for _, x := range []struct {
+				op  sqlite.DBStatusOp
+				dst *int64
+			}{{sqlite.DBStatusCacheUsed, &m.cache}, {sqlite.DBStatusSchemaUsed, &m.schema}, {sqlite.DBStatusStmtUsed, &m.stmt}, {sqlite.DBStatusLookasideUsed, &m.lookside}} {
+				cur, _, err := st.Status(x.op, false)
+				if err != nil {
+					return err
+				}
+				*x.dst += int64(cur)
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		m.conns++
+	}
+	pools := []*sql.DB{d.w}
+	if d.r != d.w {
+		pools = append(pools, d.r)
+	}
+	for _, p := range pools {
+		// Holding as many connections as are open takes every idle one
+		// (the pool hands out idle connections before it opens any).
+		n := p.Stats().OpenConnections
+		var held []*sql.Conn
+		for range n {
+			c, err := p.Conn(ctx)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			held = append(held, c)
+			read(c)
+		}
+		for _, c := range held {
+			c.Close()
+		}
+	}
+	return m
+}
+
+// procMemory is this process's anonymous resident memory and the part of
+// it Go's runtime accounts for (everything it mapped, less what it gave
+// back); the rest is memory Go did not allocate: modernc's libc allocator,
+// which SQLite's allocations come from.
+type procMemory struct{ anon, goRes int64 }
+
+func (p procMemory) nonGo() int64 { return p.anon - p.goRes }
+
+func readProcMemory(tb testing.TB) procMemory {
+	tb.Helper()
+	st, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skipf("no /proc/self/status: %v", err)
+	}
+	var p procMemory
+	for _, l := range strings.Split(string(st), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "RssAnon:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			p.anon = kb << 10
+		}
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	p.goRes = int64(s[0].Value.Uint64() - s[1].Value.Uint64())
+	return p
+}
+
+// soakLoad writes the soak's pattern into the store: turns of convs
+// conversations, each message a turn of AddInbound, StartTurn,
+// ModelHistory, three kept events, the answer and FinishTurn, workers
+// conversations at a time, with readers reading histories and events
+// concurrently (the web chat, /status, transcripts).
+type soakLoad struct {
+	d        *DB
+	convs    int
+	workers  int
+	seq      []int64 // per conversation, its last event Seq
+	next     []int   // per conversation, its next message
+	mu       sync.Mutex
+	readErrs []error
+}
+
+func newSoakLoad(d *DB, convs, workers int) *soakLoad {
+	return &soakLoad{d: d, convs: convs, workers: workers, seq: make([]int64, convs), next: make([]int, convs)}
+}
+
+func soakKey(c int) conch.ConversationKey {
+	return conch.ConversationKey{Channel: "telegram", ID: fmt.Sprint(700000 + c)}
+}
+
+// run sends perConv more messages to every conversation.
+func (l *soakLoad) run(ctx context.Context, tb testing.TB, perConv int) {
+	tb.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, l.workers)
+	stop := make(chan struct{})
+	var rwg sync.WaitGroup
+	for r := range 2 {
+		rwg.Go(func() {
+			for i := r; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := soakKey(i * 7 % l.convs)
+				if _, err := l.d.History(ctx, key); err != nil {
+					l.mu.Lock()
+					l.readErrs = append(l.readErrs, err)
+					l.mu.Unlock()
+				}
+				if _, err := l.d.EventsSince(ctx, key, 0, 256); err != nil {
+					l.mu.Lock()
+					l.readErrs = append(l.readErrs, err)
+					l.mu.Unlock()
+				}
+			}
+		})
+	}
+	for w := range l.workers {
+		wg.Go(func() {
+			for c := w; c < l.convs; c += l.workers {
+				for range perConv {
+					if err := l.turn(ctx, c); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	rwg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+	if len(l.readErrs) > 0 {
+		tb.Fatal(l.readErrs[0])
+	}
+}
+
+func (l *soakLoad) turn(ctx context.Context, c int) error {
+	key := soakKey(c)
+	m := l.next[c]
+	l.next[c]++
+	text := fmt.Sprintf("soak c%d m%d chat: a message of about the length people write to a bot", c, m)
+	tr, _, err := l.d.AddInbound(ctx, conch.Inbound{Key: key, Sender: conch.UserID(fmt.Sprint(700000 + c)), SenderName: "P", Text: text, ExternalID: fmt.Sprintf("%d:%d", c, m)})
+	if err != nil {
+		return err
+	}
+	event := func(data conch.EventData) error {
+		l.seq[c]++
+		return l.d.AppendEvent(ctx, conch.Event{Key: key, Turn: tr.ID, Seq: l.seq[c], Data: data})
+	}
+	if err := event(conch.MessageEvent{Role: conch.RoleUser, Text: text}); err != nil {
+		return err
+	}
+	if _, err := l.d.StartTurn(ctx, tr.ID); err != nil {
+		return err
+	}
+	if err := event(conch.TurnState{Status: conch.TurnRunning}); err != nil {
+		return err
+	}
+	if _, err := l.d.ModelHistory(ctx, key, tr.ID); err != nil {
+		return err
+	}
+	answer := fmt.Sprintf("ok c%d m%d", c, m)
+	if err := l.d.AppendMessage(ctx, tr.ID, conch.Message{Role: conch.RoleAssistant, Text: answer}); err != nil {
+		return err
+	}
+	if err := event(conch.MessageEvent{Role: conch.RoleAssistant, Text: answer}); err != nil {
+		return err
+	}
+	return l.d.FinishTurn(ctx, tr.ID, conch.TurnDone, "")
+}
+
+// BenchmarkStoreMemory writes the soak's pattern (100 conversations, 40
+// messages each a quarter, four quarters) into a file store and reads, at
+// the end of each quarter, SQLite's own counters of every open connection
+// (page cache, schema, statements, lookaside) and the memory of the
+// process outside Go's runtime. Reported: sqlite-MiB (SQLite's counters
+// at the end), sqlite-growth-MiB and nongo-growth-MiB (end against the
+// first quarter, as the soak's growth after warm-up), nongo-MiB.
+func BenchmarkStoreMemory(b *testing.B) {
+	const convs, quarters = 100, 4
+	perQuarter := 40
+	if testing.Short() {
+		perQuarter = 10
+	}
+	for range b.N {
+		ctx := context.Background()
+		d, err := Open(ctx, b.TempDir()+"/conch.db")
+		if err != nil {
+			b.Fatal(err)
+		}
+		l := newSoakLoad(d, convs, 2*runtime.GOMAXPROCS(0))
+		var rows []string
+		var first, last sqliteMem
+		var firstP, lastP procMemory
+		for q := range quarters {
+			l.run(ctx, b, perQuarter)
+			runtime.GC()
+			m, p := connMemory(ctx, b, d), readProcMemory(b)
+			if q == 0 {
+				first, firstP = m, p
+			}
+			last, lastP = m, p
+			rows = append(rows, fmt.Sprintf("%5d %5d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f",
+				(q+1)*perQuarter*convs, m.conns, mib(m.cache), mib(m.schema), mib(m.stmt), mib(m.lookside), mib(p.anon), mib(p.goRes), mib(p.nonGo())))
+		}
+		b.Logf("\n%5s %5s %8s %8s %8s %8s %8s %8s %8s\n%s", "msgs", "conns", "cache", "schema", "stmt", "lookasd", "anon", "go", "non-go", strings.Join(rows, "\n"))
+		d.Close()
+		{
+			b.ReportMetric(mib(last.total()), "sqlite-MiB")
+			b.ReportMetric(mib(last.total()-first.total()), "sqlite-growth-MiB")
+			b.ReportMetric(mib(lastP.nonGo()), "nongo-MiB")
+			b.ReportMetric(mib(lastP.nonGo()-firstP.nonGo()), "nongo-growth-MiB")
+		}
+	}
+}
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
