@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ func (m sqliteMem) total() int64 { return m.cache + m.schema + m.stmt + m.looksi
 
 // connMemory reads SQLite's counters of every open connection of the
 // store. The load must be paused: it takes each connection in turn.
-func connMemory(ctx context.Context, tb testing.TB, d *DB) sqliteMem {
+func connMemory(ctx context.Context, tb testing.TB, d *DB) (writer, readers sqliteMem) {
 	tb.Helper()
 	var m sqliteMem
 	read := func(c *sql.Conn) {
@@ -58,7 +59,9 @@ func connMemory(ctx context.Context, tb testing.TB, d *DB) sqliteMem {
 	if d.r != d.w {
 		pools = append(pools, d.r)
 	}
+	var got []sqliteMem
 	for _, p := range pools {
+		m = sqliteMem{}
 		// Holding as many connections as are open takes every idle one
 		// (the pool hands out idle connections before it opens any).
 		n := p.Stats().OpenConnections
@@ -74,8 +77,12 @@ func connMemory(ctx context.Context, tb testing.TB, d *DB) sqliteMem {
 		for _, c := range held {
 			c.Close()
 		}
+		got = append(got, m)
 	}
-	return m
+	if len(got) == 1 {
+		return got[0], sqliteMem{}
+	}
+	return got[0], got[1]
 }
 
 // procMemory is this process's anonymous resident memory and the part of
@@ -217,10 +224,11 @@ func (l *soakLoad) turn(ctx context.Context, c int) error {
 }
 
 // BenchmarkStoreMemory writes the soak's pattern (100 conversations, 40
-// messages each a quarter, four quarters) into a file store and reads, at
-// the end of each quarter, SQLite's own counters of every open connection
-// (page cache, schema, statements, lookaside) and the memory of the
-// process outside Go's runtime. Reported: sqlite-MiB (SQLite's counters
+// messages each a quarter, four quarters; SyncNormal: the fsyncs change
+// nothing in memory and take most of the time) into a file store and
+// reads, at the end of each quarter, SQLite's own counters of every open
+// connection (page cache, schema, statements, lookaside) and the memory of
+// the process outside Go's runtime. Reported: sqlite-MiB (SQLite's counters
 // at the end), sqlite-growth-MiB and nongo-growth-MiB (end against the
 // first quarter, as the soak's growth after warm-up), nongo-MiB.
 func BenchmarkStoreMemory(b *testing.B) {
@@ -231,35 +239,74 @@ func BenchmarkStoreMemory(b *testing.B) {
 	}
 	for range b.N {
 		ctx := context.Background()
-		d, err := Open(ctx, b.TempDir()+"/conch.db")
+		d, err := Open(ctx, b.TempDir()+"/conch.db", WithSync(SyncNormal))
 		if err != nil {
 			b.Fatal(err)
 		}
 		l := newSoakLoad(d, convs, 2*runtime.GOMAXPROCS(0))
 		var rows []string
-		var first, last sqliteMem
+		var first, last int64
 		var firstP, lastP procMemory
 		for q := range quarters {
 			l.run(ctx, b, perQuarter)
 			runtime.GC()
-			m, p := connMemory(ctx, b, d), readProcMemory(b)
-			if q == 0 {
-				first, firstP = m, p
+			w, r := connMemory(ctx, b, d)
+			p := readProcMemory(b)
+			var before procMemory
+			if q == quarters-1 {
+				debug.FreeOSMemory()
+				before = readProcMemory(b)
 			}
-			last, lastP = m, p
-			rows = append(rows, fmt.Sprintf("%5d %5d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f",
-				(q+1)*perQuarter*convs, m.conns, mib(m.cache), mib(m.schema), mib(m.stmt), mib(m.lookside), mib(p.anon), mib(p.goRes), mib(p.nonGo())))
+			// It empties the views: the next quarter's first turns read
+			// them whole and keep them again.
+			hc, hcText := historyCacheHeap(d)
+			if q == quarters-1 {
+				// What going idle gives back (ReleaseMemory): the model views
+				// (above), then SQLite's writer's page cache (PRAGMA
+				// shrink_memory), freed into modernc's allocator.
+				debug.FreeOSMemory()
+				views := readProcMemory(b)
+				if err := d.ReleaseMemory(ctx); err != nil {
+					b.Fatal(err)
+				}
+				debug.FreeOSMemory()
+				w, _ := connMemory(ctx, b, d)
+				shrunk := readProcMemory(b)
+				b.Logf("idle: anon %.2f MiB; the views and a trim: %.2f MiB less (Go %.2f); shrink_memory on the writer (cache %.2f MiB left): %.2f MiB less (outside Go %.2f)",
+					mib(before.anon), mib(before.anon-views.anon), mib(before.goRes-views.goRes), mib(w.cache), mib(views.anon-shrunk.anon), mib(views.nonGo()-shrunk.nonGo()))
+				b.ReportMetric(mib(before.anon-views.anon), "release-MiB")
+			}
+			if q == 0 {
+				first, firstP = w.total()+r.total(), p
+			}
+			last, lastP = w.total()+r.total(), p
+			rows = append(rows, fmt.Sprintf("%6d %8.2f %7d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f",
+				(q+1)*perQuarter*convs, mib(w.cache), r.conns, mib(r.cache), mib(w.schema+w.stmt+r.schema+r.stmt), mib(w.lookside+r.lookside), mib(p.anon), mib(p.goRes), mib(p.nonGo()), mib(hc), mib(hcText)))
 		}
-		b.Logf("\n%5s %5s %8s %8s %8s %8s %8s %8s %8s\n%s", "msgs", "conns", "cache", "schema", "stmt", "lookasd", "anon", "go", "non-go", strings.Join(rows, "\n"))
+		b.Logf("SQLite's counters and the process's anonymous memory (MiB) after each quarter:\n%6s %8s %7s %8s %8s %8s %8s %8s %8s %8s %8s\n%s",
+			"msgs", "w cache", "readers", "r cache", "sch+stmt", "lookasd", "anon", "go", "non-go", "hc heap", "hc est", strings.Join(rows, "\n"))
 		d.Close()
-		{
-			b.ReportMetric(mib(last.total()), "sqlite-MiB")
-			b.ReportMetric(mib(last.total()-first.total()), "sqlite-growth-MiB")
-			b.ReportMetric(mib(lastP.nonGo()), "nongo-MiB")
-			b.ReportMetric(mib(lastP.nonGo()-firstP.nonGo()), "nongo-growth-MiB")
-		}
+		b.ReportMetric(mib(last), "sqlite-MiB")
+		b.ReportMetric(mib(last-first), "sqlite-growth-MiB")
+		b.ReportMetric(mib(lastP.nonGo()), "nongo-MiB")
+		b.ReportMetric(mib(lastP.nonGo()-firstP.nonGo()), "nongo-growth-MiB")
 	}
 }
 
-func mib(n int64) float64 { return float64(n) / (1 << 20) }
+// historyCacheHeap is the Go heap the model views kept by the store hold
+// (the live heap with and without them) and what the cache counts of them.
+// It empties the cache (as ReleaseMemory does).
+func historyCacheHeap(d *DB) (heap, counted int64) {
+	live := func() int64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(s)
+		return int64(s[0].Value.Uint64())
+	}
+	counted = int64(d.history.bytes)
+	with := live()
+	d.history.clear() // ReleaseMemory's first half
+	return with - live(), counted
+}
 
+func mib(n int64) float64 { return float64(n) / (1 << 20) }

@@ -160,11 +160,7 @@ type soakSample struct {
 	heap, sys  int64 // Go's heap in use and all memory Go got from the OS (go_memstats_*)
 	released   int64 // what Go gave back of it (go_memstats_heap_released_bytes)
 	live       int64 // Go's heap objects (go_memstats_heap_alloc_bytes)
-	// The anonymous resident memory by where it is mapped (smaps): Go's
-	// heap arenas, and everything else (Go's runtime metadata, modernc's
-	// libc allocator, which SQLite allocates from).
-	arena, other int64
-	store        int64 // conch.db + its WAL, bytes
+	store      int64 // conch.db + its WAL, bytes
 }
 
 // goRes is what of the anonymous memory Go's runtime accounts for at most:
@@ -174,46 +170,12 @@ func (s soakSample) goRes() int64 { return s.sys - s.released }
 
 func (s soakSample) nonGo() int64 { return s.anon - s.goRes() }
 
-// goArenaLo and goArenaHi bound where Go's heap arenas are mapped on
-// linux/amd64 (the runtime's arena hints start at 0x00c0<<32).
-const goArenaLo, goArenaHi = 0x00c0 << 32, 0x0100 << 32
-
-// readSmaps splits a process's anonymous resident memory into Go's heap
-// arenas and the rest.
-func readSmaps(pid int) (arena, other int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	inArena := false
-	for sc.Scan() {
-		l := sc.Text()
-		if k, v, ok := strings.Cut(l, ":"); ok && !strings.Contains(k, " ") && !strings.Contains(k, "-") {
-			if k == "Anonymous" {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				if inArena {
-					arena += kb << 10
-				} else {
-					other += kb << 10
-				}
-			}
-			continue
-		}
-		lo, _, ok := strings.Cut(strings.Fields(l)[0], "-")
-		if !ok {
-			continue
-		}
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		inArena = start >= goArenaLo && start < goArenaHi
-	}
-	return arena, other, sc.Err()
-}
-
 // soakHTTP reads conch's /metrics and profiles without keeping a
 // connection open between samples: it would count as one of conch's files.
-var soakHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+// Uncompressed: a gzipped /metrics costs conch about 0.5 MB of allocation
+// (compress/flate's writer), and a sample every 5 s while settling kept
+// conch from ever looking idle to internal/idletrim (256 KiB in 10 s).
+var soakHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}, Timeout: time.Minute}
 
 // soakProc is `conch up` under the soak.
 type soakProc struct {
@@ -242,9 +204,6 @@ func (p *soakProc) sample(b *testing.B, start time.Time, answered int) soakSampl
 		}
 	} else {
 		b.Errorf("conch's status: %v", err)
-	}
-	if a, o, err := readSmaps(pid); err == nil {
-		s.arena, s.other = a, o
 	}
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		s.fds = len(fds)
@@ -681,10 +640,10 @@ func BenchmarkSoak(b *testing.B) {
 	// anon − Go's sys is memory Go did not allocate: SQLite's (modernc's
 	// allocator maps its own), the stacks of threads in C-like code.
 	// go res is sys less what Go released; non-go is anon less that (a
-	// floor); arena and other split anon by where it is mapped.
-	fmt.Fprintf(&series, "%8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %10s %5s %9s\n", "t", "answered", "rss MiB", "anon MiB", "heap MiB", "live MiB", "sys MiB", "go res", "non-go", "arena", "other", "goroutines", "fds", "store MiB")
+	// floor: pages Go mapped and never touched count as Go's).
+	fmt.Fprintf(&series, "%8s %8s %8s %8s %8s %8s %8s %8s %8s %10s %5s %9s\n", "t", "answered", "rss MiB", "anon MiB", "heap MiB", "live MiB", "sys MiB", "go res", "non-go", "goroutines", "fds", "store MiB")
 	row := func(s soakSample) {
-		fmt.Fprintf(&series, "%8s %8d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10d %5d %9.2f\n", s.at, s.answered, mib(s.rss), mib(s.anon), mib(s.heap), mib(s.live), mib(s.sys), mib(s.goRes()), mib(s.nonGo()), mib(s.arena), mib(s.other), s.goroutines, s.fds, mib(s.store))
+		fmt.Fprintf(&series, "%8s %8d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10d %5d %9.2f\n", s.at, s.answered, mib(s.rss), mib(s.anon), mib(s.heap), mib(s.live), mib(s.sys), mib(s.goRes()), mib(s.nonGo()), s.goroutines, s.fds, mib(s.store))
 	}
 	row(base)
 	for _, s := range samples {
