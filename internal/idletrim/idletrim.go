@@ -103,7 +103,7 @@ func (t *trimmer) step() {
 			t.o.trim()
 			after := t.read()
 			if t.o.Logger != nil {
-				t.o.Logger.Debug("idle: heap returned to the system", "spare_mib", mib(spare), "released_mib", mib(after.released-now.released), "live_mib", mib(after.live))
+				t.o.Logger.Debug("idle: heap returned to the system", "spare_mib", mib(spare), "released_mib", mib(after.released-now.released), "live_mib", mib(after.live), "caches_released", released)
 			}
 			now = after
 		}
