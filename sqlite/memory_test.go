@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"modernc.org/sqlite"
@@ -283,6 +284,28 @@ func BenchmarkStoreMemory(b *testing.B) {
 			rows = append(rows, fmt.Sprintf("%6d %8.2f %7d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f",
 				(q+1)*perQuarter*convs, mib(w.cache), r.conns, mib(r.cache), mib(w.schema+w.stmt+r.schema+r.stmt), mib(w.lookside+r.lookside), mib(p.anon), mib(p.goRes), mib(p.nonGo()), mib(hc), mib(hcText)))
 		}
+		// Reads while nothing is written (a dashboard, transcripts): a
+		// reader's cache is no longer emptied by writes and keeps what it
+		// read, up to its cache_size.
+		var rg sync.WaitGroup
+		for g := range 4 {
+			rg.Go(func() {
+				for c := g; c < convs; c += 4 {
+					if _, err := d.History(ctx, soakKey(c)); err != nil {
+						b.Error(err)
+					}
+					if _, err := d.EventsSince(ctx, soakKey(c), 0, 1000); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		rg.Wait()
+		runtime.GC()
+		idleW, idleR := connMemory(ctx, b, d)
+		idleP := readProcMemory(b)
+		b.Logf("reads without writes: %d readers' caches %.2f MiB (writer %.2f), outside Go %.2f MiB", idleR.conns, mib(idleR.cache), mib(idleW.cache), mib(idleP.nonGo()))
+		b.ReportMetric(mib(idleR.cache), "readers-cache-MiB")
 		b.Logf("SQLite's counters and the process's anonymous memory (MiB) after each quarter:\n%6s %8s %7s %8s %8s %8s %8s %8s %8s %8s %8s\n%s",
 			"msgs", "w cache", "readers", "r cache", "sch+stmt", "lookasd", "anon", "go", "non-go", "hc heap", "hc est", strings.Join(rows, "\n"))
 		d.Close()
@@ -310,3 +333,37 @@ func historyCacheHeap(d *DB) (heap, counted int64) {
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// BenchmarkHistoryAcross reads the histories of 100 conversations of 40
+// turns in turn, from parallel goroutines, while nothing is written (a
+// dashboard, transcripts): the readers' page caches keep what they read, up
+// to their cache_size. reader-cache=2000 is SQLite's default (the baseline),
+// reader-cache=256 conch's (DefaultReaderCache), 512 between.
+func BenchmarkHistoryAcross(b *testing.B) {
+	for _, kib := range []int{2000, 512, DefaultReaderCache} {
+		// One store a configuration: the benchmark function runs several
+		// times while b.N is found.
+		ctx := context.Background()
+		d, err := Open(ctx, b.TempDir()+"/conch.db", WithSync(SyncNormal), WithReaderCache(kib))
+		if err != nil {
+			b.Fatal(err)
+		}
+		const convs = 100
+		newSoakLoad(d, convs, 2*runtime.GOMAXPROCS(0)).run(ctx, b, 40)
+		b.Run(fmt.Sprint("reader-cache=", kib), func(b *testing.B) {
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if h, err := d.History(ctx, soakKey(int(n.Add(1)%convs))); err != nil || len(h) != 80 {
+						b.Errorf("%d messages, %v; want 80", len(h), err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			_, r := connMemory(ctx, b, d)
+			b.ReportMetric(mib(r.cache), "readers-cache-MiB")
+		})
+		d.Close()
+	}
+}
