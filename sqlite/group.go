@@ -144,7 +144,11 @@ func (d *DB) writeGroup() {
 	} else {
 		var n uint64
 		if durable {
+			// The fsync starts now, not when a caller first waits: the
+			// caller has other work before it waits (the gateway queues
+			// the turn and keeps its events).
 			n = q.sync.noteCommit()
+			go d.waitSynced(n)
 		}
 		for _, r := range group {
 			r.err = d.diskFull(r.err)
