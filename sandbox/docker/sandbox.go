@@ -2,7 +2,9 @@ package docker
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"sync/atomic"
@@ -251,4 +253,20 @@ func (s *Sandbox) EngineExec(ctx context.Context, req conch.ExecRequest) (conch.
 		s.eops.Store(e)
 	}
 	return e.Exec(ctx, req)
+}
+
+// CheckStatic reports an error unless path is a statically linked ELF
+// executable, which is what runs inside any sandbox image.
+func CheckStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s is not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked; build it with CGO_ENABLED=0 or set sandbox.agent_binary to a static conch", path)
+		}
+	}
+	return nil
 }
