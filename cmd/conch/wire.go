@@ -136,13 +136,14 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 	auditPath := filepath.Join(cfg.DataDir, "logs", "audit.jsonl")
 	auditFile, err := obs.OpenRotatingFile(auditPath, 50, 10, 90)
 	if err != nil {
-		_ = d.db.Close()
+		d.Close()
 		return nil, fmt.Errorf("audit log %s: %w (conch writes it under data_dir)", auditPath, err)
 	}
 	d.closers = append(d.closers, auditFile)
 	d.audit = obs.NewAudit(auditFile, d.db, log)
 	d.meter = newMeter(cfg, d.db, d.audit, log)
 	if d.spool, err = spool.New(filepath.Join(cfg.DataDir, "spool")); err != nil {
+		d.Close()
 		return nil, err
 	}
 	return d, nil
