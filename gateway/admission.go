@@ -150,6 +150,9 @@ func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, err
 // the disk syncs, and sendKept holds its answer until then.
 func (g *Gateway) store(ctx context.Context, in conch.Inbound) (conch.Turn, int, error) {
 	turn, pos, durable, err := g.storeOrdered(ctx, in)
+	if turn.ID != 0 {
+		defer g.submits.done(turn.ID)
+	}
 	if err == nil && durable != nil {
 		err = durable(ctx)
 	}
@@ -177,6 +180,9 @@ func (g *Gateway) storeOrdered(ctx context.Context, in conch.Inbound) (conch.Tur
 	}
 	if err != nil {
 		return conch.Turn{}, 0, nil, err
+	}
+	if !dup {
+		g.submits.open(turn.ID) // store lets it go when it returns
 	}
 	if dup {
 		g.log.Info("ignored redelivered message", "conversation", in.Key, "external_id", in.ExternalID, "turn", turn.ID)

@@ -37,7 +37,8 @@ func (s *slowDisk) WaitDurable(ctx context.Context) error { return s.wait(ctx, s
 // A message's turn runs while the disk syncs it, but the message is
 // acknowledged (HandleInbound returns) and answered only once it is
 // durable: an answer to a message a power loss could take back would be
-// given twice when the channel delivers it again.
+// given twice when the channel delivers it again. Nothing of the turn
+// reaches the channel before HandleInbound returned.
 func TestAnswerWaitsForTheDisk(t *testing.T) {
 	for _, fail := range []error{nil, errors.New("fsync: input/output error")} {
 		name := "synced"
@@ -63,10 +64,15 @@ func TestAnswerWaitsForTheDisk(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("the turn did not start while its message was being synced")
 			}
-			// The answer is ready; it must wait, and so must the ack.
+			// The answer is ready; it must wait, and so must the ack, and
+			// the typing: the channel may still be noting the message
+			// after HandleInbound returns (submitGates).
 			time.Sleep(50 * time.Millisecond)
 			if out := texts(e.ch.Sent(), conch.OutboundReply); len(out) > 0 {
 				t.Fatalf("answered %q before the message was durable", out)
+			}
+			if n := e.ch.TypingShown(conch.ConversationKey{Channel: cli, ID: "room"}); n > 0 {
+				t.Fatalf("typing shown %d times before the message was acknowledged", n)
 			}
 			select {
 			case err := <-acked:

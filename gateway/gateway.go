@@ -148,6 +148,9 @@ type Gateway struct {
 
 	// order serialises storing and queueing a conversation's messages.
 	order orderLocks
+	// submits hold a turn's channel-facing actions until its submission
+	// returned.
+	submits submitGates
 	// waiters wake tool calls waiting on a question.
 	waiters approvalWaiters
 
@@ -496,8 +499,14 @@ func (g *Gateway) send(ctx context.Context, turn conch.TurnID, out conch.Outboun
 // does not have it yet (the web chat shows the log: it would show the
 // answer twice).
 func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Outbound, kept bool) bool {
-	// No answer to a message a power loss could still take back: the
-	// channel would deliver it again and it would be answered twice.
+	// Nothing of a turn before the channel heard that its message was
+	// stored (submitGates), and no answer to a message a power loss could
+	// still take back: the channel would deliver it again and it would be
+	// answered twice.
+	if err := g.submits.wait(ctx, turn); err != nil {
+		g.log.Warn("message not sent", "conversation", out.Key, "kind", out.Kind, "err", err)
+		return false
+	}
 	if st, ok := g.opts.Store.(StagedStore); ok {
 		if err := st.WaitDurable(ctx); err != nil {
 			g.log.Error("message not sent: the store cannot make messages durable", "conversation", out.Key, "kind", out.Kind, "err", err)
