@@ -149,8 +149,8 @@ func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, err
 // is durable; with a StagedStore the turn is queued (and may start) while
 // the disk syncs, and sendKept holds its answer until then.
 func (g *Gateway) store(ctx context.Context, in conch.Inbound) (conch.Turn, int, error) {
-	turn, pos, durable, err := g.storeOrdered(ctx, in)
-	if turn.ID != 0 {
+	turn, pos, durable, gated, err := g.storeOrdered(ctx, in)
+	if gated {
 		defer g.submits.done(turn.ID)
 	}
 	if err == nil && durable != nil {
@@ -163,36 +163,31 @@ func (g *Gateway) store(ctx context.Context, in conch.Inbound) (conch.Turn, int,
 }
 
 // storeOrdered is store's part under the submission lock; durable, when
-// not nil, waits for the message to reach the disk.
-func (g *Gateway) storeOrdered(ctx context.Context, in conch.Inbound) (conch.Turn, int, func(context.Context) error, error) {
+// not nil, waits for the message to reach the disk. gated: it opened the
+// turn's submit gate, which store closes (a redelivery leaves the gate to
+// the submission that stored the message).
+func (g *Gateway) storeOrdered(ctx context.Context, in conch.Inbound) (turn conch.Turn, pos int, durable func(context.Context) error, gated bool, err error) {
 	unlock := g.order.lock(in.Key)
 	defer unlock()
-	var (
-		turn    conch.Turn
-		dup     bool
-		durable func(context.Context) error
-		err     error
-	)
+	var dup bool
 	if st, ok := g.opts.Store.(StagedStore); ok {
 		turn, dup, durable, err = st.StageInbound(ctx, in)
 	} else {
 		turn, dup, err = g.opts.Store.AddInbound(ctx, in)
 	}
 	if err != nil {
-		return conch.Turn{}, 0, nil, err
-	}
-	if !dup {
-		g.submits.open(turn.ID) // store lets it go when it returns
+		return conch.Turn{}, 0, nil, false, err
 	}
 	if dup {
 		g.log.Info("ignored redelivered message", "conversation", in.Key, "external_id", in.ExternalID, "turn", turn.ID)
-		return turn, alreadyQueued, durable, nil
+		return turn, alreadyQueued, durable, false, nil
 	}
+	g.submits.open(turn.ID)
 	g.hub.Publish(ctx, in.Key, turn.ID, conch.MessageEvent{
 		Role: conch.RoleUser, Text: in.Text, Sender: in.Sender, Origin: in.Origin.Kind, Attachments: turn.Inbound.Attachments,
 	})
-	pos, err := g.enqueue(ctx, turn, true)
-	return turn, pos, durable, err
+	pos, err = g.enqueue(ctx, turn, true)
+	return turn, pos, durable, true, err
 }
 
 // orderLocks serialise storing and queueing within a conversation. They are
