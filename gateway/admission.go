@@ -145,23 +145,49 @@ func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, err
 // both under its conversation's submission lock: however many senders write
 // at once, a conversation's queue holds its turns in turn-id (arrival)
 // order, the order in which the model sees them. A redelivered message
-// returns its existing turn and alreadyQueued.
+// returns its existing turn and alreadyQueued. It returns once the message
+// is durable; with a StagedStore the turn is queued (and may start) while
+// the disk syncs, and sendKept holds its answer until then.
 func (g *Gateway) store(ctx context.Context, in conch.Inbound) (conch.Turn, int, error) {
-	unlock := g.order.lock(in.Key)
-	defer unlock()
-	turn, dup, err := g.opts.Store.AddInbound(ctx, in)
+	turn, pos, durable, gated, err := g.storeOrdered(ctx, in)
+	if gated {
+		defer g.submits.done(turn.ID)
+	}
+	if err == nil && durable != nil {
+		err = durable(ctx)
+	}
 	if err != nil {
 		return conch.Turn{}, 0, fmt.Errorf("store inbound: %w", err)
 	}
+	return turn, pos, nil
+}
+
+// storeOrdered is store's part under the submission lock; durable, when
+// not nil, waits for the message to reach the disk. gated: it opened the
+// turn's submit gate, which store closes (a redelivery leaves the gate to
+// the submission that stored the message).
+func (g *Gateway) storeOrdered(ctx context.Context, in conch.Inbound) (turn conch.Turn, pos int, durable func(context.Context) error, gated bool, err error) {
+	unlock := g.order.lock(in.Key)
+	defer unlock()
+	var dup bool
+	if st, ok := g.opts.Store.(StagedStore); ok {
+		turn, dup, durable, err = st.StageInbound(ctx, in)
+	} else {
+		turn, dup, err = g.opts.Store.AddInbound(ctx, in)
+	}
+	if err != nil {
+		return conch.Turn{}, 0, nil, false, err
+	}
 	if dup {
 		g.log.Info("ignored redelivered message", "conversation", in.Key, "external_id", in.ExternalID, "turn", turn.ID)
-		return turn, alreadyQueued, nil
+		return turn, alreadyQueued, durable, false, nil
 	}
+	g.submits.open(turn.ID)
 	g.hub.Publish(ctx, in.Key, turn.ID, conch.MessageEvent{
 		Role: conch.RoleUser, Text: in.Text, Sender: in.Sender, Origin: in.Origin.Kind, Attachments: turn.Inbound.Attachments,
 	})
-	pos, err := g.enqueue(ctx, turn, true)
-	return turn, pos, err
+	pos, err = g.enqueue(ctx, turn, true)
+	return turn, pos, durable, true, err
 }
 
 // orderLocks serialise storing and queueing within a conversation. They are

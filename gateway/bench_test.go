@@ -12,6 +12,7 @@ import (
 	"conch"
 	"conch/agent"
 	"conch/fake"
+	"conch/sqlite"
 	"conch/sqlite/sqlitetest"
 	"conch/usage"
 )
@@ -251,3 +252,6 @@ func BenchmarkLongConversation(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.Compactions), "compactions")
 }
+
+// The real store overlaps a message's fsync with its turn.
+var _ StagedStore = (*sqlite.DB)(nil)

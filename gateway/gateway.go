@@ -37,6 +37,19 @@ type Store interface {
 	Mark(ctx context.Context, scope, id string) (first bool, err error)
 }
 
+// StagedStore is a Store that stores a message before the disk has it
+// (sqlite.DB): the gateway queues the turn while the disk syncs, so the
+// turn's first steps overlap the fsync, and still acknowledges the message
+// only once it is durable and sends no answer before every message stored
+// so far is.
+type StagedStore interface {
+	// StageInbound stores the message as AddInbound does; durable returns
+	// once it survives a power loss.
+	StageInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, dup bool, durable func(context.Context) error, err error)
+	// WaitDurable returns once every message stored so far is durable.
+	WaitDurable(ctx context.Context) error
+}
+
 // Runner runs one turn of the agent loop. *agent.Agent satisfies it.
 type Runner interface {
 	Run(ctx context.Context, in agent.Input) (agent.Result, error)
@@ -135,6 +148,9 @@ type Gateway struct {
 
 	// order serialises storing and queueing a conversation's messages.
 	order orderLocks
+	// submits hold a turn's channel-facing actions until its submission
+	// returned.
+	submits submitGates
 	// waiters wake tool calls waiting on a question.
 	waiters approvalWaiters
 
@@ -483,6 +499,20 @@ func (g *Gateway) send(ctx context.Context, turn conch.TurnID, out conch.Outboun
 // does not have it yet (the web chat shows the log: it would show the
 // answer twice).
 func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Outbound, kept bool) bool {
+	// Nothing of a turn before the channel heard that its message was
+	// stored (submitGates), and no answer to a message a power loss could
+	// still take back: the channel would deliver it again and it would be
+	// answered twice.
+	if err := g.submits.wait(ctx, turn); err != nil {
+		g.log.Warn("message not sent", "conversation", out.Key, "kind", out.Kind, "err", err)
+		return false
+	}
+	if st, ok := g.opts.Store.(StagedStore); ok {
+		if err := st.WaitDurable(ctx); err != nil {
+			g.log.Error("message not sent: the store cannot make messages durable", "conversation", out.Key, "kind", out.Kind, "err", err)
+			return false
+		}
+	}
 	switch out.Kind {
 	case conch.OutboundReply:
 		// The turn's progress and typing end before its answer goes out.

@@ -148,6 +148,9 @@ func (p *progress) send(text string, ref *conch.MessageRef) *conch.MessageRef {
 	// Progress is best effort: bounded, and never the turn's business.
 	ctx, cancel := context.WithTimeout(context.Background(), progressTimeout)
 	defer cancel()
+	if err := p.g.submits.wait(ctx, p.turn); err != nil {
+		return ref
+	}
 	if !p.placed {
 		p.placed = true
 		if t, err := p.g.opts.Store.Turn(ctx, p.turn); err == nil {

@@ -101,7 +101,7 @@ func (v *turnView) begin(key conch.ConversationKey, turn conch.TurnID) {
 	ctx, cancel := context.WithCancel(v.life)
 	st := &shownTurn{turn: turn, prog: newProgress(v.g, key, turn), stop: cancel, typing: make(chan struct{})}
 	v.shown[key] = st
-	v.bg.Go(func() { v.renewTyping(ctx, key, st.prog.done, st.typing) })
+	v.bg.Go(func() { v.renewTyping(ctx, key, turn, st.prog.done, st.typing) })
 }
 
 // end stops showing a turn that is over, and runs its post-turn hooks.
@@ -143,7 +143,7 @@ func (v *turnView) settle(key conch.ConversationKey, turn conch.TurnID) {
 // TypingEvery of the channel, then clears it once the turn's progress was
 // shown in full (progressDone): channels read "typing off" as the turn being
 // over (Telegram folds its progress message then).
-func (v *turnView) renewTyping(ctx context.Context, key conch.ConversationKey, progressDone <-chan struct{}, done chan struct{}) {
+func (v *turnView) renewTyping(ctx context.Context, key conch.ConversationKey, turn conch.TurnID, progressDone <-chan struct{}, done chan struct{}) {
 	defer close(done)
 	tc, ok := v.g.channels[key.Channel].(conch.TypingChannel)
 	// The progress ends with the turn's end; a bounded wait keeps a turn
@@ -165,6 +165,10 @@ func (v *turnView) renewTyping(ctx context.Context, key conch.ConversationKey, p
 		if err := tc.SetTyping(sctx, key, on); err != nil {
 			v.g.log.Debug("typing", "conversation", key, "on", on, "err", err)
 		}
+	}
+	if v.g.submits.wait(ctx, turn) != nil {
+		afterProgress()
+		return
 	}
 	set(true)
 	var tick <-chan time.Time

@@ -22,6 +22,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -229,7 +230,7 @@ func (r *Runner) find(ctx context.Context, sb conch.Sandbox, dir string, log *sl
 // returns their paths in name order.
 func (r *Runner) operator(ctx context.Context, sb conch.Sandbox, stage Stage, log *slog.Logger) []string {
 	scripts := slices.Clone(r.o.Operator[stage])
-	slices.SortFunc(scripts, func(a, b Script) int { return strings.Compare(a.Name, b.Name) })
+	sort.Slice(scripts, func(i, j int) bool { return scripts[i].Name < scripts[j].Name })
 	var paths []string
 	for _, s := range scripts {
 		if s.Name == "" || strings.HasPrefix(s.Name, ".") || strings.HasSuffix(s.Name, "~") || strings.Contains(s.Name, "/") {

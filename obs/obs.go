@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -33,9 +35,30 @@ func NewLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 }
 
 // RotatingFile returns a writer to path that rotates at maxMB, keeping
-// backups files for maxDays.
+// backups files for maxDays. The file is opened (created, with its
+// directory) at the first write.
 func RotatingFile(path string, maxMB, backups, maxDays int) io.WriteCloser {
 	return &lumberjack.Logger{Filename: path, MaxSize: maxMB, MaxBackups: backups, MaxAge: maxDays, Compress: false}
+}
+
+// OpenRotatingFile is RotatingFile with the file opened now (created with
+// its directory, 0700, if missing; an existing one is appended to, or
+// rotated first if it is already full): a file that cannot be written is an
+// error at start rather than a log line at the first record, and the
+// process holds the file it writes from the start, so its open files do not
+// grow at the first record (issue 22 row 11: the soak's open files against
+// their baseline).
+func OpenRotatingFile(path string, maxMB, backups, maxDays int) (io.WriteCloser, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	w := &lumberjack.Logger{Filename: path, MaxSize: maxMB, MaxBackups: backups, MaxAge: maxDays, Compress: false}
+	// lumberjack opens its file at a write, and a write of nothing opens
+	// it without writing (TestOpenRotatingFile holds it to that).
+	if _, err := w.Write(nil); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // Audit writes each event as one JSON line to a file and to a store.

@@ -24,11 +24,14 @@ import (
 // transaction (BEGIN, COMMIT, a full disk, an I/O error) is every member's
 // error: none of the group is stored.
 //
-// A group with a durable member (AddInbound) commits with synchronous=FULL
-// under SyncInbound: one fsync for the whole group, and every member,
-// durable or not, returns only after it. So a channel acknowledges a message
-// only after its group's fsync, and a change another caller made before it
-// is never behind it on disk.
+// A group with a durable member (AddInbound) is made durable under
+// SyncInbound by an fsync of the WAL file after its commit, outside the
+// writer (durable.go): the next groups are written meanwhile, and one fsync
+// covers every group committed before it. The durable members return only
+// after it (StageInbound's caller waits later, itself); the others return
+// at the commit. So a channel acknowledges a message only after an fsync
+// that covers it, and a change another caller made before it is never
+// behind it on disk (the WAL is one ordered file).
 //
 // Leadership passes from caller to caller: the first caller to find no
 // group being written writes the next one (its own among them) and hands
@@ -49,6 +52,8 @@ type writeQueue struct {
 	leading bool // a caller is writing a group
 	// requests, groups and synced count what went through, for tests.
 	requests, groups, synced int
+	// sync makes the commits of durable groups durable (durable.go).
+	sync syncer
 }
 
 type writeReq struct {
@@ -69,23 +74,18 @@ type writeReq struct {
 	// when its result is ready.
 	wake chan bool
 	err  error
+	// synced is, for a durable change committed under SyncInbound, the
+	// commit to wait for on disk (0: nothing to wait for); the caller waits
+	// after its result, unless stage says it waits itself, later.
+	synced uint64
+	stage  bool
 }
 
 // write runs fn as one member of a write group; it returns after the
 // group committed (or failed). fn must use the ctx it is given, not the
 // caller's: a caller that gives up must not interrupt the others' transaction.
 func (d *DB) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return d.enqueue(ctx, false, fn)
-}
-
-// writeDurable is write whose group's commit is synced to disk under
-// SyncInbound (under SyncFull every commit is; under SyncNormal none is).
-func (d *DB) writeDurable(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return d.enqueue(ctx, true, fn)
-}
-
-func (d *DB) enqueue(ctx context.Context, durable bool, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return d.enqueueReq(&writeReq{ctx: ctx, durable: durable, fn: fn})
+	return d.enqueueReq(&writeReq{ctx: ctx, fn: fn})
 }
 
 func (d *DB) enqueueReq(r *writeReq) error {
@@ -105,6 +105,9 @@ func (d *DB) enqueueReq(r *writeReq) error {
 	if lead || <-r.wake {
 		d.writeGroup()
 		<-r.wake // own result, delivered by the group just written
+	}
+	if r.err == nil && r.synced > 0 && !r.stage {
+		r.err = d.waitSynced(r.synced)
 	}
 	return r.err
 }
@@ -128,14 +131,30 @@ func (d *DB) writeGroup() {
 	}
 	q.mu.Unlock()
 
-	err := d.runGroup(group, durable)
+	// After a failed fsync nothing is written: what the disk holds is
+	// unknown (durable.go).
+	err := q.sync.broken()
+	if err == nil {
+		err = d.runGroup(group, durable)
+	}
 	if err := d.diskFull(err); err != nil {
 		for _, r := range group {
 			r.err = err
 		}
 	} else {
+		var n uint64
+		if durable {
+			// The fsync starts now, not when a caller first waits: the
+			// caller has other work before it waits (the gateway queues
+			// the turn and keeps its events).
+			n = q.sync.noteCommit()
+			go d.waitSynced(n)
+		}
 		for _, r := range group {
 			r.err = d.diskFull(r.err)
+			if r.durable && r.err == nil {
+				r.synced = n
+			}
 		}
 	}
 
@@ -167,12 +186,12 @@ func (d *DB) runGroup(group []*writeReq, durable bool) (err error) {
 		}
 		return nil
 	}
-	return d.commitGroup(group, durable)
+	return d.commitGroup(group)
 }
 
 // commitGroup writes group in one transaction. It sets the members' own
 // errors and returns the error that ended the transaction, if any.
-func (d *DB) commitGroup(group []*writeReq, durable bool) error {
+func (d *DB) commitGroup(group []*writeReq) error {
 	// Not the ctx of any one caller: cancelling a statement's ctx interrupts
 	// the connection, which may roll back the whole transaction.
 	ctx := context.Background()
@@ -181,18 +200,6 @@ func (d *DB) commitGroup(group []*writeReq, durable bool) error {
 		return err
 	}
 	defer conn.Close()
-	if durable {
-		if _, err := conn.ExecContext(ctx, sqlSyncFull); err != nil {
-			return err
-		}
-		defer func() {
-			// Should this fail, the connection stays FULL: slower, never
-			// less safe. It is not the group's error: what it changed is
-			// committed, and telling its callers otherwise would have them
-			// make their changes again.
-			_, _ = conn.ExecContext(ctx, sqlSyncNormal)
-		}()
-	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err

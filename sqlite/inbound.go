@@ -26,20 +26,41 @@ type inboundReq struct {
 // stored returns the existing turn and dup = true. A zero ReceivedAt is
 // stored as the current time. Concurrent calls are committed together.
 func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (conch.Turn, bool, error) {
+	t, dup, durable, err := d.StageInbound(ctx, in)
+	if err == nil {
+		err = durable(ctx)
+	}
+	if err != nil {
+		return conch.Turn{}, false, err
+	}
+	return t, dup, nil
+}
+
+// StageInbound is AddInbound in two steps. When it returns, the message
+// and its turn are stored: visible to every reader and ordered before every
+// later change, and safe against a crash of the process. durable returns
+// once they survive a power loss too, as AddInbound's do when it returns.
+// The caller must not acknowledge the message, nor answer it, before
+// durable returned nil: the gateway queues the turn meanwhile, so the
+// turn's first steps overlap the fsync (durable.go). For a redelivered
+// message (dup), durable also waits for the commit that stored it, should
+// its fsync still be under way. durable does not give up when its ctx
+// ends: the fsync it waits for is short and under way.
+func (d *DB) StageInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, dup bool, durable func(context.Context) error, err error) {
 	if err := validKey(in.Key); err != nil {
-		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
+		return conch.Turn{}, false, nil, fmt.Errorf("add inbound: %w", err)
 	}
 	if in.Sender == "" {
-		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", conch.Errorf(conch.KindInvalid, "message in %s has no sender", in.Key))
+		return conch.Turn{}, false, nil, fmt.Errorf("add inbound: %w", conch.Errorf(conch.KindInvalid, "message in %s has no sender", in.Key))
 	}
 	if err := ctx.Err(); err != nil {
-		return conch.Turn{}, false, fmt.Errorf("add inbound to %s: %w", in.Key, err)
+		return conch.Turn{}, false, nil, fmt.Errorf("add inbound to %s: %w", in.Key, err)
 	}
 	r := &inboundReq{in: in, now: d.now()}
 	if len(in.Thread.References) > 0 {
 		b, err := json.Marshal(in.Thread.References)
 		if err != nil {
-			return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
+			return conch.Turn{}, false, nil, fmt.Errorf("add inbound: %w", err)
 		}
 		r.refs = string(b)
 	}
@@ -48,16 +69,27 @@ func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (conch.Turn, bool
 	}
 	atts, err := encodeAttachments(in.Attachments)
 	if err != nil {
-		return conch.Turn{}, false, fmt.Errorf("add inbound: %w", err)
+		return conch.Turn{}, false, nil, fmt.Errorf("add inbound: %w", err)
 	}
 	r.atts = atts
 
 	// Concurrent calls (and other changes) share one transaction and one
-	// fsync: see group.go.
-	if err := d.writeDurable(ctx, func(ctx context.Context, tx *sql.Tx) error { return d.addInboundTx(ctx, tx, r) }); err != nil {
-		return conch.Turn{}, false, fmt.Errorf("add inbound to %s: %w", in.Key, err)
+	// fsync: see group.go. A duplicate is a durable member too, so its
+	// fsync covers the commit of the message it found.
+	w := &writeReq{ctx: ctx, durable: true, stage: true, fn: func(ctx context.Context, tx *sql.Tx) error { return d.addInboundTx(ctx, tx, r) }}
+	if err := d.enqueueReq(w); err != nil {
+		return conch.Turn{}, false, nil, fmt.Errorf("add inbound to %s: %w", in.Key, err)
 	}
-	return r.t, r.dup, nil
+	durable = func(context.Context) error {
+		if w.synced == 0 {
+			return nil // SyncFull (synced at the commit) or SyncNormal (never)
+		}
+		if err := d.waitSynced(w.synced); err != nil {
+			return fmt.Errorf("add inbound to %s: %w", in.Key, err)
+		}
+		return nil
+	}
+	return r.t, r.dup, durable, nil
 }
 
 // addInboundTx stores one inbound in tx and sets r's result.

@@ -103,11 +103,6 @@ const (
 	SyncNormal Sync = "normal"
 )
 
-const (
-	sqlSyncFull   = `PRAGMA synchronous = FULL`
-	sqlSyncNormal = `PRAGMA synchronous = NORMAL`
-)
-
 // Option changes how Open sets up the database.
 type Option func(*options)
 
@@ -171,7 +166,8 @@ type DB struct {
 	history  *historyCache
 	now      func() time.Time
 	path     string
-	// syncInbound: the writer runs NORMAL and switches to FULL for AddInbound.
+	// syncInbound: the writer runs NORMAL; the commits of AddInbound are
+	// synced after they are made (durable.go).
 	syncInbound bool
 }
 
@@ -225,6 +221,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
 	if err := d.setupRetry(ctx, o.busyTimeout); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if err := d.syncOpened(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}

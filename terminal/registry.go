@@ -3,6 +3,7 @@ package terminal
 import (
 	"context"
 	"slices"
+	"sort"
 	"sync"
 
 	"conch"
@@ -49,7 +50,7 @@ func (r *MemRegistry) LoadTerminals(_ context.Context, scope string) ([]Record, 
 		rec.Seen = slices.Clone(rec.Seen)
 		out = append(out, rec)
 	}
-	slices.SortFunc(out, func(a, b Record) int { return a.TTY - b.TTY })
+	sort.Slice(out, func(i, j int) bool { return out[i].TTY < out[j].TTY })
 	return out, nil
 }
 

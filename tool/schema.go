@@ -22,27 +22,35 @@ import (
 //
 // It panics on a struct it cannot describe: the tools' argument structs are
 // fixed, and every Spec runs in the package's tests.
+//
+// Only this wrapper is generic: a generic function is compiled once per
+// argument struct (each struct is its own shape), and the work below, once
+// per tool, was 0.15 MB of the release binary as 40 copies
+// (docs/performance.md, Binary size).
 func schemaFor[T any](adjust ...func(*jsonschema.Schema)) json.RawMessage {
-	s, err := deriveSchema[T]()
+	return schemaOf(reflect.TypeFor[T](), adjust...)
+}
+
+func schemaOf(t reflect.Type, adjust ...func(*jsonschema.Schema)) json.RawMessage {
+	s, err := deriveSchema(t)
 	if err != nil {
-		panic(fmt.Sprintf("tool schema for %s: %v", reflect.TypeFor[T](), err))
+		panic(fmt.Sprintf("tool schema for %s: %v", t, err))
 	}
 	for _, f := range adjust {
 		f(s)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		panic(fmt.Sprintf("tool schema for %s: %v", reflect.TypeFor[T](), err))
+		panic(fmt.Sprintf("tool schema for %s: %v", t, err))
 	}
 	return b
 }
 
-func deriveSchema[T any]() (*jsonschema.Schema, error) {
-	s, err := jsonschema.For[T](nil)
+func deriveSchema(t reflect.Type) (*jsonschema.Schema, error) {
+	s, err := jsonschema.ForType(t, nil)
 	if err != nil {
 		return nil, err
 	}
-	t := reflect.TypeFor[T]()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag, ok := f.Tag.Lookup("schema")

@@ -129,9 +129,9 @@ func TestSchemaTagErrors(t *testing.T) {
 		A string `json:"-" schema:"enum=x"`
 	}
 	for name, f := range map[string]func() error{
-		"unknown":    func() error { _, err := deriveSchema[unknown](); return err },
-		"bad number": func() error { _, err := deriveSchema[badNumber](); return err },
-		"omitted":    func() error { _, err := deriveSchema[omitted](); return err },
+		"unknown":    func() error { _, err := deriveSchema(reflect.TypeFor[unknown]()); return err },
+		"bad number": func() error { _, err := deriveSchema(reflect.TypeFor[badNumber]()); return err },
+		"omitted":    func() error { _, err := deriveSchema(reflect.TypeFor[omitted]()); return err },
 	} {
 		if err := f(); err == nil {
 			t.Errorf("%s: got nil, want an error", name)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -41,7 +42,7 @@ func NewPrices(overrides ...Price) *Prices {
 		}
 	}
 	// The longest prefix first.
-	slices.SortStableFunc(rows, func(a, b Price) int { return len(b.Model) - len(a.Model) })
+	sort.SliceStable(rows, func(i, j int) bool { return len(rows[i].Model) > len(rows[j].Model) })
 	return &Prices{rows: rows}
 }
 

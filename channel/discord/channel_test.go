@@ -116,6 +116,40 @@ func TestThreadsAndBackfill(t *testing.T) {
 	e2.h.waitInbound(t, 5)
 }
 
+// TestKilledRightAfterTheFirstMessage: conch killed after storing a new
+// DM's first message but before the channel noted its position still
+// reads that DM after the restart: what was sent there meanwhile is handed
+// over (and the first message again, which the store drops).
+func TestKilledRightAfterTheFirstMessage(t *testing.T) {
+	srv := dcfake.Start(t)
+	alice := srv.Person("2000000000000000001", "alice")
+	dm := srv.DM(alice)
+	cs := newCursors()
+	e := start(t, srv, cs)
+	e.h.mu.Lock()
+	e.h.hang = true
+	e.h.mu.Unlock()
+	srv.Post(alice, dm, "first")
+	first := e.h.waitInbound(t, 1)[0]
+	e.stop() // the "kill": HandleInbound stored it and never returned
+
+	srv.Post(alice, dm, "while away")
+	e2 := start(t, srv, cs)
+	waitFor(t, srv, "the message sent while away", func() bool {
+		for _, in := range e2.h.inbound() {
+			if in.Text == "while away" {
+				return true
+			}
+		}
+		return false
+	})
+	for _, in := range e2.h.inbound() {
+		if in.Text != "while away" && in.ExternalID != first.ExternalID {
+			t.Errorf("after the restart, handed over %+v", in)
+		}
+	}
+}
+
 // TestResumeReplaysMissed: a dropped connection is resumed and Discord
 // replays what was sent meanwhile; no new session, no backfill.
 func TestResumeReplaysMissed(t *testing.T) {

@@ -309,6 +309,24 @@ func snowLess(a, b string) bool {
 	return x < y
 }
 
+// know makes ch a known channel before its first message, id, is handed
+// over, positioned just before it. Known only after the hand-over, a
+// channel whose first message was stored just before conch was killed
+// would never be read again: backfill reads known channels only, so what
+// was written there while conch was down would be lost. Positioned before
+// id, the backfill after a restart hands id over again (the gateway drops
+// a message it stored already) and then what came after.
+func (c *Channel) know(ctx context.Context, ch, id string) {
+	c.mu.Lock()
+	_, known := c.positions[ch]
+	c.mu.Unlock()
+	n, err := strconv.ParseUint(id, 10, 64)
+	if known || err != nil || n == 0 {
+		return
+	}
+	c.advance(ctx, ch, strconv.FormatUint(n-1, 10), true)
+}
+
 func (c *Channel) knownCursor() string { return "discord:" + c.me.ID + ":channels" }
 
 func (c *Channel) positionCursor(ch string) string { return "discord:" + c.me.ID + ":position:" + ch }

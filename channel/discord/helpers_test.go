@@ -44,15 +44,26 @@ type handler struct {
 	seen  map[string]bool
 	fail  int
 	calls int
+	// hang: a message is stored, then HandleInbound never returns (until
+	// the channel stops), as when conch is killed right after the store.
+	hang bool
 }
 
 func newHandler() *handler { return &handler{seen: map[string]bool{}} }
 
 var _ conch.Handler = (*handler)(nil)
 
-func (h *handler) HandleInbound(_ context.Context, in conch.Inbound) error {
+func (h *handler) HandleInbound(ctx context.Context, in conch.Inbound) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.hang {
+		h.seen[in.ExternalID] = true
+		h.in = append(h.in, in)
+		h.mu.Unlock()
+		<-ctx.Done()
+		h.mu.Lock()
+		return ctx.Err()
+	}
 	h.calls++
 	if h.fail > 0 {
 		h.fail--

@@ -79,6 +79,24 @@ func TestUpMetricsRuntimeAndPprof(t *testing.T) {
 			if code, _ = get("http://" + metrics + "/debug/pprof/cmdline"); code == http.StatusOK {
 				t.Fatal("the command line is served")
 			}
+			// The index names the profiles; a CPU profile is a gzipped
+			// profile too; what is not served says so.
+			if code, body = get("http://" + metrics + "/debug/pprof/"); code != http.StatusOK || !bytes.Contains(body, []byte("/debug/pprof/heap")) || !bytes.Contains(body, []byte("/debug/pprof/profile")) {
+				t.Fatalf("index: %d %q", code, body)
+			}
+			if code, body = get("http://" + metrics + "/debug/pprof/profile?seconds=1"); code != http.StatusOK || !bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
+				t.Fatalf("CPU profile: %d %q", code, body[:min(len(body), 200)])
+			}
+			for path, want := range map[string]int{
+				"/debug/pprof/nosuch":            http.StatusNotFound,
+				"/debug/pprof/heap?seconds=5":    http.StatusBadRequest,
+				"/debug/pprof/profile?seconds=x": http.StatusBadRequest,
+				"/debug/pprof/trace":             http.StatusNotFound,
+			} {
+				if code, body = get("http://" + metrics + path); code != want {
+					t.Fatalf("%s: %d %q, want %d", path, code, body, want)
+				}
+			}
 			if !strings.Contains(p.stderr.String(), "metrics.pprof") {
 				t.Fatalf("no warning that profiles are served:\n%s", p.stderr)
 			}

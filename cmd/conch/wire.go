@@ -131,11 +131,19 @@ func (a *app) build(ctx context.Context, cfg *config.Config, logTo io.Writer) (*
 		return nil, err
 	}
 	d.closers = append(d.closers, d.db)
-	auditFile := obs.RotatingFile(filepath.Join(cfg.DataDir, "logs", "audit.jsonl"), 50, 10, 90)
+	// Opened now, not at the first record: a log that cannot be written
+	// stops conch at start, and the open files counted at start include it.
+	auditPath := filepath.Join(cfg.DataDir, "logs", "audit.jsonl")
+	auditFile, err := obs.OpenRotatingFile(auditPath, 50, 10, 90)
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("audit log %s: %w (conch writes it under data_dir)", auditPath, err)
+	}
 	d.closers = append(d.closers, auditFile)
 	d.audit = obs.NewAudit(auditFile, d.db, log)
 	d.meter = newMeter(cfg, d.db, d.audit, log)
 	if d.spool, err = spool.New(filepath.Join(cfg.DataDir, "spool")); err != nil {
+		d.Close()
 		return nil, err
 	}
 	return d, nil

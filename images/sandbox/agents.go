@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 
 	"conch/coders"
@@ -101,8 +102,8 @@ func LookupAgentsIn(known []Agent, names []string) ([]Agent, error) {
 			out = append(out, known[i].Clone())
 		}
 	}
-	slices.SortFunc(out, func(a, b Agent) int {
-		return slices.Index(order, a.Name) - slices.Index(order, b.Name)
+	sort.Slice(out, func(i, j int) bool {
+		return slices.Index(order, out[i].Name) < slices.Index(order, out[j].Name)
 	})
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,6 +516,6 @@ func parseFind(out []byte) ([]conch.FileInfo, error) {
 		}
 		infos = append(infos, fi)
 	}
-	slices.SortFunc(infos, func(a, b conch.FileInfo) int { return strings.Compare(a.Name, b.Name) })
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
 	return infos, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -273,6 +274,6 @@ func diffFiles(before, after fileSet) (changes []FileChange, listed bool) {
 			changes = append(changes, FileChange{p, Deleted})
 		}
 	}
-	slices.SortFunc(changes, func(a, b FileChange) int { return strings.Compare(a.Path, b.Path) })
+	sort.Slice(changes, func(i, j int) bool { return changes[i].Path < changes[j].Path })
 	return changes, true
 }

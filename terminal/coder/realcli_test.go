@@ -151,9 +151,12 @@ func testRealCLI(t *testing.T, cli realCLI) {
 	// The CLI dies (kill -9) while idle: the next task finds it gone, starts
 	// it again continuing its session, and the history still holds the
 	// first tasks. The answer comes at the CLI's turn-end hook, before the
-	// CLI has finished its turn on screen (and, for Claude Code, before it
-	// has written that turn to its session file): the crash comes once the
-	// screen shows it idle, as a crash between tasks would.
+	// CLI has finished its turn on screen and before it has written that
+	// turn to its session file (Claude Code writes it after its redraw; a
+	// loaded machine delays it by seconds): the crash comes once the screen
+	// shows it idle and its session holds the answer, as a crash between
+	// tasks would. A crash before that loses the CLI's own record of the
+	// turn, which no driver can give back.
 	waitFor(t, "the CLI to be idle on screen", func() bool {
 		s, err := m.AgentSession(ctx, p.Name, false)
 		if err != nil {
@@ -171,6 +174,11 @@ func testRealCLI(t *testing.T, cli realCLI) {
 			}
 		}
 		return true
+	})
+	waitFor(t, "the CLI to write the answer to its session", func() bool {
+		r, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: append([]string{"sh", "-c",
+			`cd "$1" || exit 2; pat=$2; shift 2; grep -rqsF -- "$pat" $@`, "sh", b.WS, recalled}, p.Own...)})
+		return err == nil && r.ExitCode == 0
 	})
 	kill, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c",
 		`pids=$(grep -lxzF "$1" /proc/[0-9]*/environ 2>/dev/null | sed -n 's|^/proc/\([0-9]*\)/environ$|\1|p'); [ -n "$pids" ] && kill -9 $pids`,
