@@ -150,11 +150,11 @@ func (g *Gateway) Submit(ctx context.Context, in conch.Inbound) (conch.Turn, err
 // the disk syncs, and sendKept holds its answer until then.
 func (g *Gateway) store(ctx context.Context, in conch.Inbound) (conch.Turn, int, error) {
 	turn, pos, durable, gated, err := g.storeOrdered(ctx, in)
-	if gated {
-		defer g.submits.done(turn.ID)
-	}
 	if err == nil && durable != nil {
 		err = durable(ctx)
+	}
+	if gated {
+		g.submits.done(turn.ID, err)
 	}
 	if err != nil {
 		return conch.Turn{}, 0, fmt.Errorf("store inbound: %w", err)

@@ -293,7 +293,7 @@ func (g *Gateway) approvalOutboundID(a conch.Approval) string {
 // channel has them, else as a notice answered by a reply.
 func (g *Gateway) showApproval(ctx context.Context, t conch.Turn, a conch.Approval) {
 	ch, ok := g.channels[a.Key.Channel]
-	if !ok {
+	if !ok || !g.mayReach(ctx, a.Key, t.ID, "question") {
 		return
 	}
 	var err error
@@ -317,7 +317,7 @@ func (g *Gateway) showApproval(ctx context.Context, t conch.Turn, a conch.Approv
 // showDecision tells the conversation how a question was decided.
 func (g *Gateway) showDecision(ctx context.Context, a conch.Approval) {
 	ch, ok := g.channels[a.Key.Channel]
-	if !ok {
+	if !ok || !g.mayReach(ctx, a.Key, a.Turn, "question's outcome") {
 		return
 	}
 	text := outcomeText(a)

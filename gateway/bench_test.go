@@ -34,13 +34,13 @@ func benchEnv(b *testing.B) (*Gateway, *fake.Channel, func()) {
 func benchEnvWith(b *testing.B, ao agent.Options) (*Gateway, *fake.Channel, func()) {
 	b.Helper()
 	db := sqlitetest.MustOpenFile(b)
-	model := &fake.Model{Func: func(_ context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+	model := instantModel(func(_ context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
 		if req.System == agent.SummaryPrompt {
 			// A summary of a fixed size, as a real model writes one.
 			return conch.ModelResponse{Text: benchSummary, StopReason: conch.StopEnd}, nil
 		}
 		return conch.ModelResponse{Text: "re: " + req.Messages[len(req.Messages)-1].Text, StopReason: conch.StopEnd}, nil
-	}}
+	})
 	ao.Model, ao.Store, ao.Facts = model, db, db
 	ao.Meter = usage.NewMeter(usage.Options{Store: db, Audit: db})
 	if ao.ContextWindow > 0 {
@@ -182,6 +182,19 @@ func reportPercentiles(b *testing.B, prefix string, lat []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 	b.ReportMetric(ms(lat[len(lat)/2]), prefix+"p50-ms")
 	b.ReportMetric(ms(lat[len(lat)*99/100]), prefix+"p99-ms")
+}
+
+// instantModel answers at once with what its func returns. Unlike
+// fake.Model it keeps nothing: fake.Model clones and keeps every request
+// (for tests to look at), which at turn 1,000 of a conversation is a copy
+// of hundreds of messages per turn and a heap that grows all run long —
+// the harness's cost, not the gateway's.
+type instantModel func(context.Context, conch.ModelRequest) (conch.ModelResponse, error)
+
+func (instantModel) Name() string { return "instant" }
+
+func (m instantModel) Generate(ctx context.Context, req conch.ModelRequest) (conch.ModelResponse, error) {
+	return m(ctx, req)
 }
 
 // benchSummary is the instant model's summary of a compaction (about 250 tokens).

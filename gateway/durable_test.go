@@ -95,6 +95,9 @@ func TestAnswerWaitsForTheDisk(t *testing.T) {
 			if out := texts(e.ch.Sent(), conch.OutboundReply); len(out) > 0 {
 				t.Fatalf("answered %q a message whose sync failed", out)
 			}
+			if n := e.ch.TypingShown(conch.ConversationKey{Channel: cli, ID: "room"}); n > 0 {
+				t.Fatalf("typing shown %d times for a message whose sync failed", n)
+			}
 		})
 	}
 }

@@ -499,19 +499,8 @@ func (g *Gateway) send(ctx context.Context, turn conch.TurnID, out conch.Outboun
 // does not have it yet (the web chat shows the log: it would show the
 // answer twice).
 func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Outbound, kept bool) bool {
-	// Nothing of a turn before the channel heard that its message was
-	// stored (submitGates), and no answer to a message a power loss could
-	// still take back: the channel would deliver it again and it would be
-	// answered twice.
-	if err := g.submits.wait(ctx, turn); err != nil {
-		g.log.Warn("message not sent", "conversation", out.Key, "kind", out.Kind, "err", err)
+	if !g.mayReach(ctx, out.Key, turn, out.Kind.String()) {
 		return false
-	}
-	if st, ok := g.opts.Store.(StagedStore); ok {
-		if err := st.WaitDurable(ctx); err != nil {
-			g.log.Error("message not sent: the store cannot make messages durable", "conversation", out.Key, "kind", out.Kind, "err", err)
-			return false
-		}
 	}
 	switch out.Kind {
 	case conch.OutboundReply:
@@ -550,6 +539,24 @@ func (g *Gateway) sendKept(ctx context.Context, turn conch.TurnID, out conch.Out
 	if err != nil {
 		g.log.Error("message not delivered", "conversation", out.Key, "kind", out.Kind, "err", err)
 		return false
+	}
+	return true
+}
+
+// mayReach waits until something of turn (what) may reach the channel:
+// not before the channel heard that its message was stored (submitGates),
+// and nothing to a message a power loss could still take back (the channel
+// would deliver it again and it would be answered twice). It logs why not.
+func (g *Gateway) mayReach(ctx context.Context, key conch.ConversationKey, turn conch.TurnID, what string) bool {
+	if err := g.submits.wait(ctx, turn); err != nil {
+		g.log.Warn("not sent: its message's submission failed or was cut short", "conversation", key, "what", what, "err", err)
+		return false
+	}
+	if st, ok := g.opts.Store.(StagedStore); ok {
+		if err := st.WaitDurable(ctx); err != nil {
+			g.log.Error("not sent: the store cannot make messages durable", "conversation", key, "what", what, "err", err)
+			return false
+		}
 	}
 	return true
 }

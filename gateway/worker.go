@@ -141,6 +141,7 @@ func (c *conversation) close(cause error) {
 // turn has not ended and must run again once there is room.
 func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn, wait bool) {
 	g := c.g
+	defer g.submits.forget(t.ID)
 	log := g.log.With("conversation", c.key, "turn", t.ID)
 	if t.Attempts >= g.opts.MaxAttempts {
 		c.abandon(ctx, t, log)
@@ -215,6 +216,19 @@ func (c *conversation) settle(ctx context.Context, t conch.Turn, log *slog.Logge
 			c.cur.answered = true
 		}
 		g.mu.Unlock()
+		// The answer waits for its message's submission (durable, and
+		// acknowledged to the channel) without the delivery's deadline: a
+		// disk that is slow to sync must not turn into an answer dropped
+		// and a turn marked done. Only shutdown ends this wait; the turn
+		// then resumes at the next start.
+		if err := g.submits.wait(g.ctx, t.ID); err != nil {
+			// The turn stays running in the store and resumes at the next
+			// start (its message was not acknowledged: the channel
+			// delivers it again); its watchers learn that it stopped.
+			log.Error("answer held back: its message was not stored durably; the turn resumes at the next start", "err", err)
+			g.hub.Publish(context.WithoutCancel(ctx), c.key, t.ID, conch.TurnState{Status: conch.TurnStopped, Reason: conch.ReasonInterrupted, Resumes: true})
+			return false
+		}
 		// A /stop or shutdown from here on must not lose the answer.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
 		defer cancel()

@@ -42,15 +42,21 @@ import (
 
 // syncer makes durable commits durable, one fsync at a time.
 type syncer struct {
-	mu sync.Mutex
-	// committed numbers the commits that hold a durable change; synced is
-	// the highest of them known to be on disk.
-	committed, synced uint64
-	// syncing is closed when the fsync in progress ends (nil: none).
-	syncing chan struct{}
-	err     error // sticky: the first failed fsync
-	// wal is the WAL file whose directory entry was synced.
-	wal fs.FileInfo
+	mu   sync.Mutex
+	cond sync.Cond // on mu: a group's writing or an fsync ended
+	// started numbers the groups holding a durable change as their writing
+	// begins, committed counts those whose writing ended (committed or
+	// not: groups are written one at a time, in order), and synced is the
+	// highest of them known to be on disk. A change is readable as soon as
+	// its group committed, before noteEnd: WaitDurable waits for every
+	// group started, so a reader that saw a message never answers it early.
+	started, committed, synced uint64
+	syncing                    bool  // an fsync is under way
+	err                        error // sticky: the first failed fsync
+	// wal is the WAL file whose directory entry was synced; walPath is
+	// where SQLite keeps it (the database's real path, links resolved).
+	wal     fs.FileInfo
+	walPath string
 	// fsyncs counts fsyncs, for tests; hook, set by tests, runs before each
 	// and may fail it.
 	fsyncs int
@@ -60,13 +66,22 @@ type syncer struct {
 // errSyncFailed marks an error of a failed fsync of the store.
 var errSyncFailed = errors.New("the store's file could not be synced to disk; restart conch")
 
-// noteCommit records a commit holding a durable change; the caller
-// committed it. It returns the number to wait for.
-func (s *syncer) noteCommit() uint64 {
+// noteStart records that a group holding a durable change is being
+// written; it returns the number to wait for. noteEnd(n) follows when the
+// writing ended, whether it committed or not.
+func (s *syncer) noteStart() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.committed++
-	return s.committed
+	s.started++
+	return s.started
+}
+
+// noteEnd records that group n's writing ended.
+func (s *syncer) noteEnd(n uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committed = n
+	s.cond.Broadcast()
 }
 
 // broken returns the sticky error of a failed fsync, if any.
@@ -76,25 +91,21 @@ func (s *syncer) broken() error {
 	return s.err
 }
 
-// wait returns once commit n is on disk, syncing the WAL file when no
-// fsync that covers it is under way. It does not give up with a context:
-// an fsync is short, and a caller told its message was not stored while
-// it is would store it again (harmless, but noisy).
+// waitSynced returns once group n is on disk, syncing the WAL file when
+// no fsync that covers it is under way. It does not give up with a
+// context: an fsync is short, and a caller told its message was not stored
+// while it is would store it again (harmless, but noisy).
 func (d *DB) waitSynced(n uint64) error {
 	s := &d.writes.sync
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.synced < n && s.err == nil {
-		if s.syncing != nil {
-			ch := s.syncing
-			s.mu.Unlock()
-			<-ch
-			s.mu.Lock()
+		if s.syncing || s.committed < n {
+			s.cond.Wait() // an fsync, or group n, is under way
 			continue
 		}
-		target := s.committed // every commit up to here is in the file
-		ch := make(chan struct{})
-		s.syncing = ch
+		target := s.committed // every group up to here is in the file
+		s.syncing = true
 		hook := s.hook
 		s.mu.Unlock()
 		var err error
@@ -102,17 +113,17 @@ func (d *DB) waitSynced(n uint64) error {
 			err = hook()
 		}
 		if err == nil {
-			err = d.syncWAL()
+			err = d.syncWAL(true)
 		}
 		s.mu.Lock()
-		s.syncing = nil
+		s.syncing = false
 		s.fsyncs++
-		close(ch)
 		if err != nil {
 			s.err = fmt.Errorf("%w: %w", errSyncFailed, err)
-			break
+		} else {
+			s.synced = max(s.synced, target)
 		}
-		s.synced = max(s.synced, target)
+		s.cond.Broadcast()
 	}
 	return s.err
 }
@@ -124,7 +135,7 @@ func (d *DB) waitSynced(n uint64) error {
 func (d *DB) WaitDurable(ctx context.Context) error {
 	s := &d.writes.sync
 	s.mu.Lock()
-	n, done, err := s.committed, s.synced >= s.committed, s.err
+	n, done, err := s.started, s.synced >= s.started, s.err
 	s.mu.Unlock()
 	if err != nil || done {
 		return err
@@ -132,29 +143,41 @@ func (d *DB) WaitDurable(ctx context.Context) error {
 	return d.waitSynced(n)
 }
 
-// syncOpened syncs, under SyncInbound, what the store found at Open. A
-// process killed between a commit and its fsync left the commit in the
-// WAL file, which the kernel still holds: SQLite reads it back, and the
-// turn it started resumes and may be answered; after this fsync no answer
-// goes to a message a power loss could still take back.
+// syncOpened finds the WAL file and syncs, under SyncInbound, what the
+// store found at Open. A process killed between a commit and its fsync
+// left the commit in the WAL file, which the kernel still holds: SQLite
+// reads it back, and the turn it started resumes and may be answered;
+// after this fsync no answer goes to a message a power loss could still
+// take back.
 func (d *DB) syncOpened() error {
+	s := &d.writes.sync
+	s.cond.L = &s.mu
 	if !d.syncInbound {
 		return nil
 	}
-	s := &d.writes.sync
+	// SQLite names the WAL after the database file's real path: through a
+	// link, the WAL is beside the link's target.
+	real, err := filepath.EvalSymlinks(d.path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errSyncFailed, err)
+	}
+	s.walPath = real + "-wal"
 	s.fsyncs++
-	if err := d.syncWAL(); err != nil {
+	if err := d.syncWAL(false); err != nil {
 		return fmt.Errorf("%w: %w", errSyncFailed, err)
 	}
 	return nil
 }
 
 // syncWAL syncs the WAL file (and, for a WAL file not seen before, its
-// directory). No WAL file means every commit was checkpointed into the
-// database file, which the checkpoint synced.
-func (d *DB) syncWAL() error {
-	f, err := os.Open(d.path + "-wal")
-	if errors.Is(err, fs.ErrNotExist) {
+// directory). After a durable commit (committed) the file must be there:
+// SQLite keeps it while any connection is open, and reuses it from its
+// start after a checkpoint rather than removing it. Not there at Open
+// means nothing was written yet.
+func (d *DB) syncWAL(committed bool) error {
+	s := &d.writes.sync
+	f, err := os.Open(s.walPath)
+	if errors.Is(err, fs.ErrNotExist) && !committed {
 		return nil
 	}
 	if err != nil {
@@ -168,10 +191,10 @@ func (d *DB) syncWAL() error {
 	if err != nil {
 		return err
 	}
-	if prev := d.writes.sync.wal; prev != nil && os.SameFile(prev, fi) {
+	if prev := s.wal; prev != nil && os.SameFile(prev, fi) {
 		return nil
 	}
-	dir, err := os.Open(filepath.Dir(d.path))
+	dir, err := os.Open(filepath.Dir(s.walPath))
 	if err != nil {
 		return err
 	}
@@ -179,6 +202,6 @@ func (d *DB) syncWAL() error {
 	if err := dir.Sync(); err != nil {
 		return err
 	}
-	d.writes.sync.wal = fi // only the one fsync in progress touches it
+	s.wal = fi // only the one fsync in progress touches it
 	return nil
 }

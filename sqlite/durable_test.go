@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,7 +156,9 @@ func TestSyncFailureIsFinal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eio := errors.New("input/output error")
+	// ENOSPC from an fsync (XFS, NFS, thin volumes) is no "disk full":
+	// freeing space does not bring back the pages the kernel dropped.
+	eio := &os.PathError{Op: "fsync", Path: path + "-wal", Err: syscall.ENOSPC}
 	d.writes.sync.mu.Lock()
 	d.writes.sync.hook = func() error { return eio }
 	d.writes.sync.mu.Unlock()
@@ -164,8 +168,8 @@ func TestSyncFailureIsFinal(t *testing.T) {
 	if err := d.WaitDurable(ctx); !errors.Is(err, errSyncFailed) {
 		t.Errorf("WaitDurable after a failed fsync: %v, want the sync failure", err)
 	}
-	if _, err := d.StartTurn(ctx, ok.ID); !errors.Is(err, errSyncFailed) {
-		t.Errorf("a change after a failed fsync: %v, want the sync failure", err)
+	if _, err := d.StartTurn(ctx, ok.ID); !errors.Is(err, errSyncFailed) || errors.Is(err, conch.ErrStoreFull) {
+		t.Errorf("a change after a failed fsync: %v, want the sync failure (not disk full)", err)
 	}
 	if _, _, _, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "after"}); !errors.Is(err, errSyncFailed) {
 		t.Errorf("StageInbound after a failed fsync: %v, want the sync failure", err)
@@ -220,5 +224,37 @@ func TestOpenSyncsWhatItFound(t *testing.T) {
 			t.Errorf("opened with sync %s: %d fsyncs of our own, want 0", mode, got)
 		}
 		d.Close()
+	}
+}
+
+// A database reached through a symbolic link has its WAL beside the
+// link's target, where SQLite puts it: that is the file synced (missing
+// it, every message would be acknowledged without an fsync).
+func TestSyncThroughALink(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "conch.db")
+	if err := os.Symlink(filepath.Join(dir, "real", "conch.db"), link); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(ctx, link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, _, err := d.AddInbound(ctx, conch.Inbound{Key: conch.ConversationKey{Channel: "web", ID: "1"}, Sender: "u", Text: "hi"}); err != nil {
+		t.Fatalf("AddInbound through a link: %v", err)
+	}
+	d.writes.sync.mu.Lock()
+	synced, wal := d.writes.sync.wal, d.writes.sync.walPath
+	d.writes.sync.mu.Unlock()
+	if synced == nil || wal != filepath.Join(dir, "real", "conch.db-wal") {
+		t.Errorf("synced WAL %q (found: %v), want the one beside the link's target", wal, synced != nil)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "real", "conch.db-wal")); err != nil {
+		t.Errorf("SQLite's WAL is not beside the target: %v", err)
 	}
 }

@@ -132,28 +132,37 @@ func (d *DB) writeGroup() {
 	q.mu.Unlock()
 
 	// After a failed fsync nothing is written: what the disk holds is
-	// unknown (durable.go).
-	err := q.sync.broken()
-	if err == nil {
-		err = d.runGroup(group, durable)
-	}
-	if err := d.diskFull(err); err != nil {
+	// unknown (durable.go). That error is not "disk full" even when the
+	// fsync said ENOSPC: freeing space does not bring the pages back.
+	if err := q.sync.broken(); err != nil {
 		for _, r := range group {
 			r.err = err
 		}
 	} else {
 		var n uint64
 		if durable {
-			// The fsync starts now, not when a caller first waits: the
-			// caller has other work before it waits (the gateway queues
-			// the turn and keeps its events).
-			n = q.sync.noteCommit()
-			go d.waitSynced(n)
+			n = q.sync.noteStart()
 		}
-		for _, r := range group {
-			r.err = d.diskFull(r.err)
-			if r.durable && r.err == nil {
-				r.synced = n
+		err := d.runGroup(group, durable)
+		if durable {
+			q.sync.noteEnd(n)
+		}
+		if err := d.diskFull(err); err != nil {
+			for _, r := range group {
+				r.err = err
+			}
+		} else {
+			if durable {
+				// The fsync starts now, not when a caller first waits:
+				// the caller has other work before it waits (the
+				// gateway queues the turn and keeps its events).
+				go d.waitSynced(n)
+			}
+			for _, r := range group {
+				r.err = d.diskFull(r.err)
+				if r.durable && r.err == nil {
+					r.synced = n
+				}
 			}
 		}
 	}

@@ -150,6 +150,32 @@ func TestKilledRightAfterTheFirstMessage(t *testing.T) {
 	}
 }
 
+// TestKnownOnlyOnceStored: while the store cannot keep a new channel's
+// position, its message is not handed over; once it can, the message is,
+// and the channel is in the stored list (read after a restart).
+func TestKnownOnlyOnceStored(t *testing.T) {
+	srv := dcfake.Start(t)
+	alice := srv.Person("2000000000000000001", "alice")
+	dm := srv.DM(alice)
+	cs := newCursors()
+	e := start(t, srv, cs)
+	cs.mu.Lock()
+	cs.fail = 3
+	cs.mu.Unlock()
+	srv.Post(alice, dm, "hello")
+	e.h.waitInbound(t, 1)
+	e.h.mu.Lock()
+	calls := e.h.calls
+	e.h.mu.Unlock()
+	if calls != 1 {
+		t.Errorf("handed over %d times, want once (not before the channel was stored)", calls)
+	}
+	list, _ := cs.Cursor(context.Background(), "discord:"+srv.Bot.ID+":channels")
+	if !strings.Contains(list, dm) {
+		t.Fatalf("stored channels %q, want %s among them", list, dm)
+	}
+}
+
 // TestResumeReplaysMissed: a dropped connection is resumed and Discord
 // replays what was sent meanwhile; no new session, no backfill.
 func TestResumeReplaysMissed(t *testing.T) {

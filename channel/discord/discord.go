@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -315,16 +316,34 @@ func snowLess(a, b string) bool {
 // would never be read again: backfill reads known channels only, so what
 // was written there while conch was down would be lost. Positioned before
 // id, the backfill after a restart hands id over again (the gateway drops
-// a message it stored already) and then what came after.
-func (c *Channel) know(ctx context.Context, ch, id string) {
+// a message it stored already) and then what came after. The channel is
+// known in memory only once the store has it: an error leaves it unknown,
+// and the message is not handed over (take tries again).
+func (c *Channel) know(ctx context.Context, ch, id string) error {
+	n, err := strconv.ParseUint(id, 10, 64)
 	c.mu.Lock()
 	_, known := c.positions[ch]
+	list, _ := json.Marshal(append(slices.Clone(c.known), ch))
 	c.mu.Unlock()
-	n, err := strconv.ParseUint(id, 10, 64)
 	if known || err != nil || n == 0 {
-		return
+		return nil
 	}
-	c.advance(ctx, ch, strconv.FormatUint(n-1, 10), true)
+	before := strconv.FormatUint(n-1, 10)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.opts.Cursors.SetCursor(sctx, c.positionCursor(ch), before); err != nil {
+		return fmt.Errorf("store the position of channel %s: %w", ch, err)
+	}
+	if err := c.opts.Cursors.SetCursor(sctx, c.knownCursor(), string(list)); err != nil {
+		return fmt.Errorf("store the known channels: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.positions[ch]; !ok { // take runs one message at a time
+		c.positions[ch] = before
+		c.known = append(c.known, ch)
+	}
+	return nil
 }
 
 func (c *Channel) knownCursor() string { return "discord:" + c.me.ID + ":channels" }

@@ -16,6 +16,8 @@ import (
 type cursors struct {
 	mu sync.Mutex
 	m  map[string]string
+	// fail makes the next SetCursor calls fail (a full disk).
+	fail int
 }
 
 func newCursors() *cursors { return &cursors{m: map[string]string{}} }
@@ -29,6 +31,10 @@ func (c *cursors) Cursor(_ context.Context, name string) (string, error) {
 func (c *cursors) SetCursor(_ context.Context, name, value string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.fail > 0 {
+		c.fail--
+		return errors.New("disk full")
+	}
 	c.m[name] = value
 	return nil
 }

@@ -88,7 +88,9 @@ func (c *Channel) onMessage(ctx context.Context, m *discordgo.Message) (bool, er
 		// The allowlist may name the server too: <guild id>:<user id>.
 		in.SenderAliases = []conch.UserID{conch.UserID(m.GuildID + ":" + m.Author.ID)}
 	}
-	c.know(ctx, m.ChannelID, m.ID)
+	if err := c.know(ctx, m.ChannelID, m.ID); err != nil {
+		return false, err
+	}
 	if err := c.handler.HandleInbound(ctx, in); err != nil {
 		if conch.KindOf(err) == conch.KindInvalid {
 			c.log.Warn("discord: message refused by the gateway, skipped", "message", in.ExternalID, "err", err)

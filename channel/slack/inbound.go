@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,7 +147,19 @@ func (c *Channel) onMessage(ctx context.Context, team string, e event) error {
 		Attachments:   atts,
 		ReceivedAt:    tsTime(e.TS),
 	}
+	// Noted before the hand-over: the turn may start, and show itself on
+	// this message, before HandleInbound returns. The thread joined stays
+	// joined should the hand-over fail (Slack delivers the message again).
+	if !dm {
+		_, thread, _ := placeOf(key)
+		c.joinThread(ctx, team, e.Channel, thread)
+	}
+	ref := msgRef{channel: e.Channel, ts: e.TS}
+	noted := !strings.HasPrefix(text, "/") && c.notePending(key, ref)
 	if err := c.handler.HandleInbound(ctx, in); err != nil {
+		if noted {
+			c.dropPending(key, ref)
+		}
 		if conch.KindOf(err) == conch.KindInvalid {
 			// Refused for good (a file over the gateway's limit): fetching
 			// it again cannot help.
@@ -155,23 +168,34 @@ func (c *Channel) onMessage(ctx context.Context, team string, e event) error {
 		}
 		return fmt.Errorf("handle message %s: %w", in.ExternalID, err)
 	}
-	if !dm {
-		_, thread, _ := placeOf(key)
-		c.joinThread(ctx, team, e.Channel, thread)
-	}
-	if !strings.HasPrefix(text, "/") {
-		c.mu.Lock()
-		q := c.pending[key]
-		dup := false
-		for _, r := range q {
-			dup = dup || r.ts == e.TS
-		}
-		if !dup {
-			c.pending[key] = append(q, msgRef{channel: e.Channel, ts: e.TS})
-		}
-		c.mu.Unlock()
-	}
 	return nil
+}
+
+// notePending queues ref as the next message of key that a turn shows
+// itself on (the working reaction); false when it is queued already.
+func (c *Channel) notePending(key conch.ConversationKey, ref msgRef) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.pending[key]
+	for _, r := range q {
+		if r.ts == ref.ts {
+			return false
+		}
+	}
+	c.pending[key] = append(q, ref)
+	return true
+}
+
+// dropPending takes ref out of key's queue (its hand-over failed).
+func (c *Channel) dropPending(key conch.ConversationKey, ref msgRef) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := slices.DeleteFunc(slices.Clone(c.pending[key]), func(r msgRef) bool { return r == ref })
+	if len(q) == 0 {
+		delete(c.pending, key)
+		return
+	}
+	c.pending[key] = q
 }
 
 func (c *Channel) mentions(text string) bool {

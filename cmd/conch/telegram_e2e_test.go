@@ -104,6 +104,10 @@ func TestUpTelegramKill9(t *testing.T) {
 	if msgs[0].Text != "Welcome back." {
 		t.Fatalf("answer %+v; stderr:\n%s", msgs[0], p.stderr)
 	}
+	// The resumed turn may answer before the first poll: wait for it.
+	if err := tg.Wait(ctx, func() bool { return len(tg.Offsets()) > restartAt }); err != nil {
+		t.Fatalf("no poll after the restart; stderr:\n%s", p.stderr)
+	}
 	if first := tg.Offsets()[restartAt]; first != stored {
 		t.Fatalf("first poll after the restart asked for offset %d, want the stored %d", first, stored)
 	}
