@@ -209,7 +209,7 @@ func (p *soakProc) sample(b *testing.B, start time.Time, answered int, goStats b
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		s.fds = len(fds)
 	}
-	// Go's figures from net/http/pprof's pages (the index's goroutine count,
+	// Go's figures from metrics.pprof's pages (the index's goroutine count,
 	// the heap profile's runtime.MemStats), not /metrics: a scrape lists
 	// and inspects every sandbox (about 3 MB of allocation with 20 of them),
 	// and sampled every 5 s it kept conch from ever going quiet for
@@ -281,8 +281,9 @@ func (p *soakProc) heapProfile(b *testing.B, name string) {
 	}
 }
 
-// soakGoroutinesRe finds the goroutine count in net/http/pprof's index.
-var soakGoroutinesRe = regexp.MustCompile(`<td>(\d+)</td><td><a href='goroutine\?debug=1'>`)
+// soakGoroutinesRe finds the goroutine count in metrics.pprof's index
+// (cmd/conch/pprof.go: "%8d  /debug/pprof/goroutine").
+var soakGoroutinesRe = regexp.MustCompile(`(?m)^\s*(\d+)\s+/debug/pprof/goroutine$`)
 
 // get reads one of conch's debug pages.
 func (p *soakProc) get(path string) (string, error) {
@@ -328,7 +329,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // test Docker engine), spread over at least 10 minutes: each person waits
 // for the answer before writing again, every fifth conversation has a
 // sandbox where some messages run a command and some use a terminal. It
-// samples conch's resident and anonymous memory, goroutines (net/http/pprof's
+// samples conch's resident and anonymous memory, goroutines (metrics.pprof's
 // index) and open files over time, and the store's size; then it
 // lets conch settle (idle sandboxes stop after a minute, idle connections
 // close) and compares with the baseline taken before the load. Every
