@@ -112,6 +112,8 @@ type options struct {
 	busyTimeout time.Duration
 	readers     int
 	readerIdle  time.Duration
+	readerCache int // KiB; the pool's connections' cache_size
+	cacheKiB    int // set by Open per pool: its cache_size (0: SQLite's 2,000 KiB)
 }
 
 // DefaultReaderIdle is how long a reader connection of a file database
@@ -119,6 +121,16 @@ type options struct {
 // page cache (the default cache_size, outside Go's heap); kept forever, a
 // burst left all of them open for good.
 const DefaultReaderIdle = time.Minute
+
+// DefaultReaderCache is the page cache of each reader connection of a file
+// database, in KiB (SQLite's own default is 2,000). Under writes it hardly
+// matters: SQLite empties a reader's cache at its first read after any
+// write (WAL). Between writes a reader keeps what it read, and each KiB of
+// SQLite's count is about two in modernc's allocator (a 4 KiB page with its
+// header takes an 8 KiB slot), outside Go's heap: four readers with the
+// default held 17 MiB (BenchmarkStoreMemory). The file's pages stay in the
+// system's page cache; BenchmarkHistoryAcross measures the reads.
+const DefaultReaderCache = 256
 
 // WithClock sets the clock that stamps created_at, updated_at and friends.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
@@ -133,6 +145,10 @@ func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyT
 // WithReaders sets the size of the reader pool of a file database
 // (default max(4, GOMAXPROCS)).
 func WithReaders(n int) Option { return func(o *options) { o.readers = n } }
+
+// WithReaderCache sets each reader connection's page cache of a file
+// database in KiB (default DefaultReaderCache).
+func WithReaderCache(kib int) Option { return func(o *options) { o.readerCache = kib } }
 
 // WithReaderIdle sets how long an unused reader connection stays open
 // (default DefaultReaderIdle; 0 keeps them open).
@@ -162,7 +178,7 @@ var _ conch.AttachmentUpdater = (*DB)(nil)
 // in-memory database when path is ":memory:", and migrates it to the newest
 // schema.
 func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
-	o := options{now: time.Now, sync: SyncInbound, busyTimeout: 10 * time.Second, readers: max(4, runtime.GOMAXPROCS(0)), readerIdle: DefaultReaderIdle}
+	o := options{now: time.Now, sync: SyncInbound, busyTimeout: 10 * time.Second, readers: max(4, runtime.GOMAXPROCS(0)), readerIdle: DefaultReaderIdle, readerCache: DefaultReaderCache}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -171,8 +187,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, conch.Errorf(conch.KindInvalid, "open database: path is empty (use a file name or %q)", MemoryPath)
 	case o.sync != SyncInbound && o.sync != SyncFull && o.sync != SyncNormal:
 		return nil, conch.Errorf(conch.KindInvalid, "open database: sync mode %q is not inbound, full or normal", o.sync)
-	case o.busyTimeout < 0 || o.readers < 1 || o.readerIdle < 0:
-		return nil, conch.Errorf(conch.KindInvalid, "open database: busy timeout and reader idle time must be >= 0 and readers >= 1")
+	case o.busyTimeout < 0 || o.readers < 1 || o.readerIdle < 0 || o.readerCache < 1:
+		return nil, conch.Errorf(conch.KindInvalid, "open database: busy timeout and reader idle time must be >= 0, readers and reader cache >= 1")
 	case o.now == nil:
 		return nil, conch.Errorf(conch.KindInvalid, "open database: clock is nil")
 	}
@@ -192,7 +208,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		d.path = abs
 		d.syncInbound = o.sync == SyncInbound
 		if d.w, err = openPool(fileURI(abs), o, true, 1); err == nil {
-			d.r, err = openPool(fileURI(abs), o, false, o.readers)
+			ro := o
+			ro.cacheKiB = o.readerCache
+			d.r, err = openPool(fileURI(abs), ro, false, o.readers)
 		}
 		if err == nil {
 			d.r.SetConnMaxIdleTime(o.readerIdle) // the writer's one connection stays
@@ -245,6 +263,9 @@ func openPool(name string, o options, wal bool, conns int) (*sql.DB, error) {
 	q.Add("_pragma", "foreign_keys(1)")
 	if wal {
 		q.Add("_pragma", "journal_mode(WAL)")
+	}
+	if o.cacheKiB > 0 {
+		q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", o.cacheKiB))
 	}
 	sync := "NORMAL"
 	if o.sync == SyncFull {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -158,12 +157,23 @@ type soakSample struct {
 	goroutines int
 	fds        int
 	heap, sys  int64 // Go's heap in use and all memory Go got from the OS (go_memstats_*)
+	released   int64 // what Go gave back of it (go_memstats_heap_released_bytes)
+	live       int64 // Go's heap objects (go_memstats_heap_alloc_bytes)
 	store      int64 // conch.db + its WAL, bytes
 }
 
-// soakHTTP reads conch's /metrics and profiles without keeping a
+// goRes is what of the anonymous memory Go's runtime accounts for at most:
+// all it mapped less what it gave back (pages mapped and never touched
+// count too, so nonGo is a floor of memory Go did not allocate).
+func (s soakSample) goRes() int64 { return s.sys - s.released }
+
+func (s soakSample) nonGo() int64 { return s.anon - s.goRes() }
+
+// soakHTTP reads conch's debug pages and profiles without keeping a
 // connection open between samples: it would count as one of conch's files.
-var soakHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+// Uncompressed: gzip costs conch about 0.5 MB of allocation per response
+// (compress/flate's writer).
+var soakHTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}, Timeout: time.Minute}
 
 // soakProc is `conch up` under the soak.
 type soakProc struct {
@@ -173,7 +183,10 @@ type soakProc struct {
 	db      string
 }
 
-func (p *soakProc) sample(b *testing.B, start time.Time, answered int) soakSample {
+// sample looks at conch; goStats adds Go's memory figures (the heap
+// profile's page, for which conch symbolizes every allocation site it
+// sampled: not cheap).
+func (p *soakProc) sample(b *testing.B, start time.Time, answered int, goStats bool) soakSample {
 	s := soakSample{at: time.Since(start).Truncate(time.Second), answered: answered}
 	pid := p.cmd.Process.Pid
 	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
@@ -196,26 +209,50 @@ func (p *soakProc) sample(b *testing.B, start time.Time, answered int) soakSampl
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		s.fds = len(fds)
 	}
+	// Go's figures from metrics.pprof's pages (the index's goroutine count,
+	// the heap profile's runtime.MemStats), not /metrics: a scrape lists
+	// and inspects every sandbox (about 3 MB of allocation with 20 of them),
+	// and sampled every 5 s it kept conch from ever going quiet for
+	// internal/idletrim. Both pages allocate little (conch samples no heap
+	// profile, runtime.MemProfileRate = 0).
 	s.goroutines = -1
-	if resp, err := soakHTTP.Get(p.metrics + "/metrics"); err == nil {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			name, v, _ := strings.Cut(sc.Text(), " ")
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			switch name {
-			case "go_goroutines":
-				s.goroutines = int(f)
-			case "go_memstats_heap_inuse_bytes":
-				s.heap = int64(f)
-			case "go_memstats_sys_bytes":
-				s.sys = int64(f)
-			}
+	if body, err := p.get("/debug/pprof/"); err == nil {
+		if m := soakGoroutinesRe.FindStringSubmatch(body); m != nil {
+			s.goroutines, _ = strconv.Atoi(m[1])
 		}
-		resp.Body.Close()
 	}
 	if s.goroutines < 0 {
-		b.Errorf("no go_goroutines on %s/metrics", p.metrics)
+		b.Errorf("no goroutine count on %s/debug/pprof/", p.metrics)
 	}
+	if !goStats {
+		return s.withStore(p)
+	}
+	if body, err := p.get("/debug/pprof/heap?debug=1"); err == nil {
+		for _, l := range strings.Split(body, "\n") {
+			name, v, ok := strings.Cut(strings.TrimPrefix(l, "# "), " = ")
+			if !ok {
+				continue
+			}
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch name {
+			case "HeapInuse":
+				s.heap = n
+			case "Sys":
+				s.sys = n
+			case "HeapReleased":
+				s.released = n
+			case "HeapAlloc":
+				s.live = n
+			}
+		}
+	}
+	if s.sys == 0 {
+		b.Errorf("no runtime.MemStats on %s/debug/pprof/heap?debug=1", p.metrics)
+	}
+	return s.withStore(p)
+}
+
+func (s soakSample) withStore(p *soakProc) soakSample {
 	for _, f := range []string{p.db, p.db + "-wal"} {
 		if fi, err := os.Stat(f); err == nil {
 			s.store += fi.Size()
@@ -242,6 +279,24 @@ func (p *soakProc) heapProfile(b *testing.B, name string) {
 	if err := os.WriteFile(filepath.Join(*soakOut, "soak-fds-"+name+".txt"), []byte(fds.String()), 0o644); err != nil {
 		b.Error(err)
 	}
+}
+
+// soakGoroutinesRe finds the goroutine count in metrics.pprof's index
+// (cmd/conch/pprof.go: "%8d  /debug/pprof/goroutine").
+var soakGoroutinesRe = regexp.MustCompile(`(?m)^\s*(\d+)\s+/debug/pprof/goroutine$`)
+
+// get reads one of conch's debug pages.
+func (p *soakProc) get(path string) (string, error) {
+	resp, err := soakHTTP.Get(p.metrics + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
 
 func (p *soakProc) fetch(b *testing.B, path, file string) {
@@ -274,8 +329,8 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // test Docker engine), spread over at least 10 minutes: each person waits
 // for the answer before writing again, every fifth conversation has a
 // sandbox where some messages run a command and some use a terminal. It
-// samples conch's resident and anonymous memory, goroutines (/metrics
-// go_goroutines) and open files over time, and the store's size; then it
+// samples conch's resident and anonymous memory, goroutines (metrics.pprof's
+// index) and open files over time, and the store's size; then it
 // lets conch settle (idle sandboxes stop after a minute, idle connections
 // close) and compares with the baseline taken before the load. Every
 // message must be answered exactly once, in its own chat.
@@ -395,7 +450,7 @@ func BenchmarkSoak(b *testing.B) {
 	})
 	time.Sleep(3 * time.Second) // the start's own work done
 	start := time.Now()
-	base := p.sample(b, start, 0)
+	base := p.sample(b, start, 0, true)
 	p.heapProfile(b, "0-before")
 
 	// The watcher reads what the bot sent: an answer is a notifying
@@ -464,8 +519,8 @@ func BenchmarkSoak(b *testing.B) {
 	// The sampler.
 	var samples []soakSample
 	var smu sync.Mutex
-	sampleNow := func() soakSample {
-		s := p.sample(b, start, int(answered.Load()))
+	sampleNow := func(goStats bool) soakSample {
+		s := p.sample(b, start, int(answered.Load()), goStats)
 		smu.Lock()
 		samples = append(samples, s)
 		smu.Unlock()
@@ -482,7 +537,7 @@ func BenchmarkSoak(b *testing.B) {
 			case <-stopSampling:
 				return
 			case <-t.C:
-				sampleNow()
+				sampleNow(true)
 			}
 		}
 	}()
@@ -537,16 +592,18 @@ func BenchmarkSoak(b *testing.B) {
 	b.StopTimer()
 	close(stopSampling)
 	<-samplerDone
-	loaded := sampleNow()
+	loaded := sampleNow(true)
 	p.heapProfile(b, "1-loaded")
 
 	// Settle: wait until goroutines and files are back at the baseline (or
 	// the time is up), at least as long as idle sandboxes take to stop.
 	settled := loaded
 	settleStart := time.Now()
-	for time.Since(settleStart) < *soakSettle {
+	// Go's figures every 30 s only: their page's allocation, every 5 s,
+	// would keep conch from ever going quiet for internal/idletrim.
+	for i := 1; time.Since(settleStart) < *soakSettle; i++ {
 		time.Sleep(5 * time.Second)
-		settled = sampleNow()
+		settled = sampleNow(i%6 == 0)
 		if time.Since(settleStart) > min(75*time.Second, *soakSettle/2) && settled.goroutines <= base.goroutines && settled.fds <= base.fds {
 			break
 		}
@@ -623,9 +680,15 @@ func BenchmarkSoak(b *testing.B) {
 	var series strings.Builder
 	// anon − Go's sys is memory Go did not allocate: SQLite's (modernc's
 	// allocator maps its own), the stacks of threads in C-like code.
-	fmt.Fprintf(&series, "%8s %8s %8s %8s %8s %8s %10s %5s %9s\n", "t", "answered", "rss MiB", "anon MiB", "heap MiB", "sys MiB", "goroutines", "fds", "store MiB")
+	// go res is sys less what Go released; non-go is anon less that (a
+	// floor: pages Go mapped and never touched count as Go's).
+	fmt.Fprintf(&series, "%8s %8s %8s %8s %8s %8s %8s %8s %8s %10s %5s %9s\n", "t", "answered", "rss MiB", "anon MiB", "heap MiB", "live MiB", "sys MiB", "go res", "non-go", "goroutines", "fds", "store MiB")
 	row := func(s soakSample) {
-		fmt.Fprintf(&series, "%8s %8d %8.1f %8.1f %8.1f %8.1f %10d %5d %9.2f\n", s.at, s.answered, mib(s.rss), mib(s.anon), mib(s.heap), mib(s.sys), s.goroutines, s.fds, mib(s.store))
+		goCols := fmt.Sprintf("%8.1f %8.1f %8.1f %8.1f %8.1f", mib(s.heap), mib(s.live), mib(s.sys), mib(s.goRes()), mib(s.nonGo()))
+		if s.sys == 0 { // not sampled
+			goCols = fmt.Sprintf("%8s %8s %8s %8s %8s", "-", "-", "-", "-", "-")
+		}
+		fmt.Fprintf(&series, "%8s %8d %8.1f %8.1f %s %10d %5d %9.2f\n", s.at, s.answered, mib(s.rss), mib(s.anon), goCols, s.goroutines, s.fds, mib(s.store))
 	}
 	row(base)
 	for _, s := range samples {
@@ -664,6 +727,10 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(mib(base.rss), "rss-before-MiB")
 	b.ReportMetric(mib(loaded.rss-warm.rss), "rss-growth-MiB")
 	b.ReportMetric(mib(loaded.anon-warm.anon), "anon-growth-MiB")
+	// Where the growth is: Go's resident memory (all it mapped less what it
+	// released) and the rest (modernc's libc allocator: SQLite).
+	b.ReportMetric(mib(loaded.goRes()-warm.goRes()), "go-growth-MiB")
+	b.ReportMetric(mib(loaded.nonGo()-warm.nonGo()), "nongo-growth-MiB")
 	b.ReportMetric(float64(settled.goroutines-base.goroutines), "goroutines-delta")
 	b.ReportMetric(float64(settled.fds-base.fds), "fds-delta")
 	b.ReportMetric(float64(loaded.answered)/loadTime.Seconds(), "msgs/s")

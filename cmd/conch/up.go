@@ -105,8 +105,14 @@ func (a *app) up(ctx context.Context) error {
 		d.db.RunJanitor(schedCtx, sqlite.JanitorInterval, log)
 	}()
 	// After a burst of turns the heap's garbage and free pages go back to
-	// the system once conch is quiet (internal/idletrim).
-	go idletrim.Run(schedCtx, idletrim.Options{Logger: log})
+	// the system once conch is quiet (internal/idletrim), with the model
+	// views the store kept while busy.
+	release := func() {
+		if err := d.db.ReleaseMemory(schedCtx); err != nil && schedCtx.Err() == nil {
+			log.Warn("idle: the store's caches not released", "err", err)
+		}
+	}
+	go idletrim.Run(schedCtx, idletrim.Options{Logger: log, Release: release})
 	err = gw.Run(ctx, channels...)
 	stopSched()
 	<-schedDone

@@ -28,6 +28,10 @@ type Options struct {
 	// MinReturn is the least memory worth a collection: the heap's
 	// unreleased bytes beyond the live heap (2 MiB).
 	MinReturn uint64
+	// Release, if set, is called on every busy-to-idle transition before
+	// the trim: it drops what is kept in memory only to save work while
+	// busy (the store's model views), so the trim returns that too.
+	Release func()
 	// Logger gets one debug line per trim (nil: none).
 	Logger *slog.Logger
 	// trim replaces debug.FreeOSMemory in tests.
@@ -90,11 +94,16 @@ func (t *trimmer) step() {
 		t.trimmed = false // busy: trim when it goes quiet
 	} else if !t.trimmed {
 		t.trimmed = true
-		if spare := now.spare(); spare >= t.o.MinReturn {
+		released := false
+		if t.o.Release != nil {
+			t.o.Release()
+			released = true // garbage the counters see only after a collection
+		}
+		if spare := now.spare(); released || spare >= t.o.MinReturn {
 			t.o.trim()
 			after := t.read()
 			if t.o.Logger != nil {
-				t.o.Logger.Debug("idle: heap returned to the system", "spare_mib", mib(spare), "released_mib", mib(after.released-now.released), "live_mib", mib(after.live))
+				t.o.Logger.Debug("idle: heap returned to the system", "spare_mib", mib(spare), "released_mib", mib(after.released-now.released), "live_mib", mib(after.live), "caches_released", released)
 			}
 			now = after
 		}

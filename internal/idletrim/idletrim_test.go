@@ -1,6 +1,7 @@
 package idletrim
 
 import (
+	"fmt"
 	"runtime/debug"
 	"testing"
 )
@@ -62,5 +63,39 @@ func TestSpareIsReturned(t *testing.T) {
 	}
 	if after.spare() >= before.spare() {
 		t.Errorf("spare %d bytes before the trim, %d after", before.spare(), after.spare())
+	}
+}
+
+// TestReleaseBeforeTrim: Release runs once per busy-to-idle transition,
+// before the trim, and the trim follows it even when the counters show
+// little spare (what Release dropped is garbage only a collection sees).
+func TestReleaseBeforeTrim(t *testing.T) {
+	var cur sample
+	var calls []string
+	tr := newTrimmer(Options{Quiet: 100, MinReturn: 1000,
+		Release: func() { calls = append(calls, "release") },
+		trim:    func() { calls = append(calls, "trim") }}, func() sample { return cur })
+	period := func(alloc uint64) string {
+		cur.allocs += alloc
+		cur.free = 10 // less than MinReturn
+		tr.step()
+		return fmt.Sprint(calls)
+	}
+	steps := []struct {
+		alloc uint64
+		want  string
+		what  string
+	}{
+		{0, "[]", "idle from the start: nothing kept yet"},
+		{1 << 20, "[]", "busy"},
+		{10, "[release trim]", "quiet after work: release, then trim"},
+		{10, "[release trim]", "still quiet: nothing more"},
+		{1 << 20, "[release trim]", "busy again"},
+		{0, "[release trim release trim]", "quiet again"},
+	}
+	for _, st := range steps {
+		if got := period(st.alloc); got != st.want {
+			t.Fatalf("%s: calls %s, want %s", st.what, got, st.want)
+		}
 	}
 }
