@@ -268,8 +268,11 @@ func SlackPlain(s string) string {
 	s = linkMarkup.ReplaceAllString(s, "$2 ($1)")
 	s = bareLink.ReplaceAllString(s, "$1")
 	s = strings.ReplaceAll(s, "```", "")
-	return strings.NewReplacer("*", "", "_", "", "~", "", "`", "").Replace(s)
+	return slackMarkers.Replace(s)
 }
+
+// slackMarkers drops mrkdwn's markers; built once (safe for concurrent use).
+var slackMarkers = strings.NewReplacer("*", "", "_", "", "~", "", "`", "")
 
 // SplitSlack packs mrkdwn blocks (Doc.Slack) into messages of at most
 // limit characters; a block that alone is too long is cut, a preformatted
