@@ -320,6 +320,9 @@ func (g *Gateway) Run(ctx context.Context, channels ...Attached) error {
 		<-errc
 	}
 	g.wg.Wait()
+	// The events published last are written before Run returns (the store
+	// may be closed next).
+	_ = g.hub.Flush(context.Background())
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -327,7 +330,7 @@ func (g *Gateway) Run(ctx context.Context, channels ...Attached) error {
 }
 
 // WaitIdle blocks until no conversation has work (post-turn hooks
-// included) or ctx is done.
+// included) and every event published is kept and sent, or ctx is done.
 func (g *Gateway) WaitIdle(ctx context.Context) error {
 	g.mu.Lock()
 	running, started := g.ctx != nil, g.started
@@ -342,7 +345,10 @@ func (g *Gateway) WaitIdle(ctx context.Context) error {
 	if err := g.waitWorkers(ctx); err != nil {
 		return err
 	}
-	return g.view.waitAllHooks(ctx)
+	if err := g.view.waitAllHooks(ctx); err != nil {
+		return err
+	}
+	return g.hub.Flush(ctx)
 }
 
 func (g *Gateway) waitWorkers(ctx context.Context) error {

@@ -17,6 +17,17 @@ type EventLog interface {
 	LastEventSeq(ctx context.Context, key conch.ConversationKey) (int64, error)
 }
 
+// AsyncEventLog is an EventLog that can keep an event without the publisher
+// waiting: AppendEventAsync queues ev in the same order as every later
+// change of the store (a change made after publishing is never on disk
+// before the event) and calls done, without blocking, once ev is written or
+// failed. An error it returns means ev was not queued and done is not
+// called. *sqlite.DB satisfies it.
+type AsyncEventLog interface {
+	EventLog
+	AppendEventAsync(ev conch.Event, done func(error)) error
+}
+
 const (
 	// ringSize is how many kept events of a conversation the hub holds in
 	// memory for subscribers that resume without reading the log. With a
@@ -33,14 +44,22 @@ const (
 )
 
 // Hub numbers each conversation's events and fans them out to subscribers.
-// Kept events are appended to the log (when there is one) before anyone
-// sees them, so a subscriber that resumes after a restart misses nothing and
-// sees nothing twice. A slow subscriber never holds up a publisher: it is
-// cut off and resubscribes.
+//
+// A kept event is numbered when it is published and handed to the in-process
+// observers at once (typing, progress and hooks must not wait for a disk);
+// subscribers get it only once the log holds it, so a Seq a subscriber saw
+// is never taken back by a crash and handed out again after a restart, and
+// one that resumes misses nothing and sees nothing twice. With an
+// AsyncEventLog the publisher does not wait for the write (it was seven of
+// a turn's store writes in series): the conversation's events wait in
+// publish order, ephemeral ones among them, and go out from the head as
+// their writes end. A slow subscriber never holds up a publisher: it is cut
+// off and resubscribes.
 type Hub struct {
-	log EventLog // may be nil: events are then held in memory only
-	lg  *slog.Logger
-	now func() time.Time
+	log   EventLog      // may be nil: events are then held in memory only
+	async AsyncEventLog // log, when it keeps events without waiting
+	lg    *slog.Logger
+	now   func() time.Time
 
 	// observers see every event in the publisher's goroutine, in publish
 	// order; set before anything is published (Observe).
@@ -49,22 +68,44 @@ type Hub struct {
 	mu    sync.Mutex
 	convs map[conch.ConversationKey]*hubConv
 	all   map[*subscriber]struct{} // subscribers of every conversation
+
+	// unsent counts events published but not yet handed to subscribers
+	// (their writes under way); Flush waits for none.
+	unsentMu sync.Mutex
+	unsent   int
+	sent     sync.Cond
 }
 
 // hubConv is one conversation's numbering, recent events and subscribers.
-// Its mutex orders publishing and subscribing, so a new subscriber's backlog
-// and its live events meet without a gap or an overlap.
+// Its mutex orders publishing, delivering and subscribing, so a new
+// subscriber's backlog and its live events meet without a gap or an overlap.
 type hubConv struct {
 	mu     sync.Mutex
 	loaded bool
-	seq    int64
-	ring   []conch.Event
-	subs   map[*subscriber]struct{}
+	// seq is the last Seq handed out; delivered the last one subscribers
+	// were given (kept in the log). They differ while writes are under way.
+	seq, delivered int64
+	ring           []conch.Event
+	subs           map[*subscriber]struct{}
+	// queue holds the events published and not yet delivered, in publish
+	// order; the head goes out once it is written (or failed).
+	queue []*queued
+}
+
+// queued is one event waiting for its write (ephemeral ones wait for the
+// kept events before them).
+type queued struct {
+	ev      conch.Event
+	writing bool  // the log has not answered yet
+	err     error // the log's answer
 }
 
 type subscriber struct {
 	c    chan conch.Event
 	done bool
+	// after is the Seq it resumed after: events up to it that are
+	// delivered later (their writes were under way) are not sent again.
+	after int64
 }
 
 var _ conch.EventSource = (*Hub)(nil)
@@ -77,7 +118,10 @@ func NewHub(log EventLog, lg *slog.Logger, now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{log: log, lg: lg, now: now, convs: make(map[conch.ConversationKey]*hubConv), all: make(map[*subscriber]struct{})}
+	h := &Hub{log: log, lg: lg, now: now, convs: make(map[conch.ConversationKey]*hubConv), all: make(map[*subscriber]struct{})}
+	h.async, _ = log.(AsyncEventLog)
+	h.sent.L = &h.unsentMu
+	return h
 }
 
 func (h *Hub) conv(key conch.ConversationKey) *hubConv {
@@ -101,7 +145,7 @@ func (h *Hub) loadLocked(ctx context.Context, key conch.ConversationKey, c *hubC
 		if err != nil {
 			return err
 		}
-		c.seq = seq
+		c.seq, c.delivered = seq, seq
 	}
 	c.loaded = true
 	return nil
@@ -115,47 +159,120 @@ func (h *Hub) Observe(fn func(conch.Event)) {
 	h.observers = append(h.observers, fn)
 }
 
-// Publish numbers an event, keeps it (unless it is ephemeral) and hands it
-// to the subscribers. A failure to keep it is logged; the event still goes
-// out live, and the next kept event takes the same Seq.
+// Publish numbers an event, hands it to the observers, keeps it (unless it
+// is ephemeral) and hands it to the subscribers once kept. A failure to
+// keep it is logged; the event still goes out live, with the Seq of the
+// last event kept (as an ephemeral one), and the log has a gap there.
 func (h *Hub) Publish(ctx context.Context, key conch.ConversationKey, turn conch.TurnID, data conch.EventData) conch.Event {
 	ev := conch.Event{Key: key, Turn: turn, At: h.now(), Data: data}
 	c := h.conv(key)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := h.loadLocked(ctx, key, c); err != nil {
 		h.lg.Warn("event log unreadable; numbering from memory", "conversation", key, "err", err)
 		c.loaded = true
 	}
 	ev.Seq = c.seq
+	q := &queued{ev: ev}
 	if !conch.Ephemeral(data) {
 		ev.Seq = c.seq + 1
-		if h.log != nil {
-			if err := h.log.AppendEvent(context.WithoutCancel(ctx), ev); err != nil {
-				h.lg.Warn("event not kept", "conversation", key, "type", data.Type(), "err", err)
-				ev.Seq = c.seq
+		q.ev.Seq = ev.Seq
+		switch {
+		case h.async != nil:
+			q.writing = true
+			if err := h.async.AppendEventAsync(ev, func(err error) { h.written(c, q, err) }); err != nil {
+				q.writing, q.err = false, err
 			}
+		case h.log != nil:
+			q.err = h.log.AppendEvent(context.WithoutCancel(ctx), ev)
 		}
-		if ev.Seq > c.seq {
+		if q.err != nil {
+			ev.Seq = c.seq // numbered as it goes out: the next event takes its Seq
+		} else {
 			c.seq = ev.Seq
-			if h.keepRingLocked(c) {
-				c.ring = append(c.ring, ev)
-				if len(c.ring) > ringSize {
-					c.ring = append(c.ring[:0:0], c.ring[len(c.ring)-ringSize:]...)
-				}
-			}
 		}
 	}
 	for _, fn := range h.observers {
 		fn(ev)
 	}
+	if q.writing || len(c.queue) > 0 {
+		if len(c.queue) == 0 {
+			h.unsentMu.Lock()
+			h.unsent++
+			h.unsentMu.Unlock()
+		}
+		c.queue = append(c.queue, q)
+		h.sendLocked(c)
+	} else {
+		h.deliverLocked(c, q)
+	}
+	h.trimRingLocked(c)
+	return ev
+}
+
+// written is the log's answer for q.
+func (h *Hub) written(c *hubConv, q *queued, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q.writing, q.err = false, err
+	h.sendLocked(c)
+	h.trimRingLocked(c)
+}
+
+// sendLocked delivers c's queued events from the head while their writes
+// have ended.
+func (h *Hub) sendLocked(c *hubConv) {
+	n := 0
+	for _, q := range c.queue {
+		if q.writing {
+			break
+		}
+		h.deliverLocked(c, q)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	clear(c.queue[:n])
+	c.queue = c.queue[n:]
+	if len(c.queue) == 0 {
+		c.queue = nil
+		h.unsentMu.Lock()
+		if h.unsent--; h.unsent == 0 {
+			h.sent.Broadcast()
+		}
+		h.unsentMu.Unlock()
+	}
+}
+
+// deliverLocked hands q's event to the subscribers: a kept one with its
+// Seq (and into the ring), an ephemeral one or one the log refused with the
+// Seq of the last one kept.
+func (h *Hub) deliverLocked(c *hubConv, q *queued) {
+	ev := q.ev
+	switch {
+	case q.err != nil:
+		h.lg.Warn("event not kept", "conversation", ev.Key, "type", ev.Data.Type(), "err", q.err)
+		ev.Seq = c.delivered
+	case conch.Ephemeral(ev.Data):
+		ev.Seq = c.delivered
+	default:
+		c.delivered = ev.Seq
+		if h.keepRingLocked(c) {
+			c.ring = append(c.ring, ev)
+			if len(c.ring) > ringSize {
+				c.ring = append(c.ring[:0:0], c.ring[len(c.ring)-ringSize:]...)
+			}
+		}
+	}
 	for s := range c.subs {
+		if ev.Seq < s.after || ev.Seq == s.after && ev.Seq == c.delivered && q.err == nil && !conch.Ephemeral(ev.Data) {
+			continue // it resumed past this event: seen already
+		}
 		if !deliver(s, ev) {
 			delete(c.subs, s)
 		}
 	}
-	h.trimRingLocked(c)
-	c.mu.Unlock()
-
 	h.mu.Lock()
 	for s := range h.all {
 		if !deliver(s, ev) {
@@ -163,7 +280,26 @@ func (h *Hub) Publish(ctx context.Context, key conch.ConversationKey, turn conch
 		}
 	}
 	h.mu.Unlock()
-	return ev
+}
+
+// Flush waits until every event published so far has been written and
+// handed to the subscribers (or ctx ends).
+func (h *Hub) Flush(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		h.unsentMu.Lock()
+		h.sent.Broadcast()
+		h.unsentMu.Unlock()
+	})
+	defer stop()
+	h.unsentMu.Lock()
+	defer h.unsentMu.Unlock()
+	for h.unsent > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h.sent.Wait()
+	}
+	return nil
 }
 
 // deliver hands ev to s without blocking; a full subscriber is closed (it
@@ -210,7 +346,7 @@ func (h *Hub) Subscribe(ctx context.Context, key conch.ConversationKey, after in
 	if err != nil {
 		return nil, err
 	}
-	s := &subscriber{c: make(chan conch.Event, len(backlog)+subBuffer)}
+	s := &subscriber{c: make(chan conch.Event, len(backlog)+subBuffer), after: after}
 	for _, ev := range backlog {
 		s.c <- ev
 	}
@@ -246,7 +382,7 @@ func (h *Hub) trimRingLocked(c *hubConv) {
 // backlogLocked returns the kept events after `after`: from the ring when it
 // reaches back that far, else from the log.
 func (h *Hub) backlogLocked(ctx context.Context, key conch.ConversationKey, c *hubConv, after int64) ([]conch.Event, error) {
-	if after < 0 || after >= c.seq {
+	if after < 0 || after >= c.delivered {
 		return nil, nil
 	}
 	if len(c.ring) > 0 && c.ring[0].Seq <= after+1 {
@@ -260,7 +396,11 @@ func (h *Hub) backlogLocked(ctx context.Context, key conch.ConversationKey, c *h
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", key, err)
 	}
-	if len(evs) > 0 && evs[len(evs)-1].Seq < c.seq {
+	// Events written but not yet delivered come live, after the backlog.
+	for len(evs) > 0 && evs[len(evs)-1].Seq > c.delivered {
+		evs = evs[:len(evs)-1]
+	}
+	if len(evs) > 0 && evs[len(evs)-1].Seq < c.delivered {
 		return nil, &conch.Error{Kind: conch.KindNotFound, User: fmt.Sprintf("more than %d events of %s after %d: reload", backlogLimit, key, after)}
 	}
 	return evs, nil
@@ -315,7 +455,7 @@ func (h *Hub) LastSeq(ctx context.Context, key conch.ConversationKey) (int64, er
 	if err := h.loadLocked(ctx, key, c); err != nil {
 		return 0, fmt.Errorf("last event of %s: %w", key, err)
 	}
-	return c.seq, nil
+	return c.delivered, nil
 }
 
 // Forget drops the hub's memory of a conversation (its log stays).
@@ -328,8 +468,8 @@ func (h *Hub) Forget(key conch.ConversationKey) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.subs) > 0 {
-		c.ring = nil // subscribers stay; numbering continues
+	if len(c.subs) > 0 || len(c.queue) > 0 {
+		c.ring = nil // subscribers or writes stay; numbering continues
 		return
 	}
 	h.mu.Lock()

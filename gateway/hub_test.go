@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +47,9 @@ func TestHubNumbersAndResumesWithoutGapOrDuplicate(t *testing.T) {
 	if ev := h.Publish(ctx, hubKey, 1, conch.ToolProgress{Text: "…"}); ev.Seq != 5 {
 		t.Fatalf("ephemeral event got Seq %d, want 5", ev.Seq)
 	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	sub, err := h.Subscribe(ctx, hubKey, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +63,9 @@ func TestHubNumbersAndResumesWithoutGapOrDuplicate(t *testing.T) {
 	h.Publish(ctx, hubKey, 1, notice("live"))
 	if ev := drain(t, sub, 1)[0]; ev.Seq != 6 || ev.Data.(conch.NoticeEvent).Text != "live" {
 		t.Fatalf("live event: %+v", ev)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 
 	// A new hub over the same log (a restart) continues the numbering and
@@ -240,5 +248,151 @@ func TestHubHoldsEventsOnlyForSubscribedConversations(t *testing.T) {
 		if ev.Seq != int64(291+i) {
 			t.Fatalf("resumed event %d has Seq %d, want %d", i, ev.Seq, 291+i)
 		}
+	}
+}
+
+// heldWrites is an AsyncEventLog over a real store whose writes end only
+// when the test says: the write of event Seq n ends with release(n) (with
+// fail set, as refused).
+type heldWrites struct {
+	EventLog
+	mu    sync.Mutex
+	held  map[int64]func(error)
+	fail  map[int64]bool
+	queue chan int64 // each Seq as its write is queued
+}
+
+func newHeldWrites(db EventLog) *heldWrites {
+	return &heldWrites{EventLog: db, held: map[int64]func(error){}, fail: map[int64]bool{}, queue: make(chan int64, 100)}
+}
+
+func (l *heldWrites) AppendEventAsync(ev conch.Event, done func(error)) error {
+	l.mu.Lock()
+	l.held[ev.Seq] = func(error) {
+		if l.fail[ev.Seq] {
+			done(errors.New("disk says no"))
+			return
+		}
+		done(l.AppendEvent(context.Background(), ev))
+	}
+	l.mu.Unlock()
+	l.queue <- ev.Seq
+	return nil
+}
+
+func (l *heldWrites) release(n int64) {
+	l.mu.Lock()
+	fn := l.held[n]
+	delete(l.held, n)
+	l.mu.Unlock()
+	fn(nil)
+}
+
+// noEvent fails if sub has an event now.
+func noEvent(t *testing.T, sub <-chan conch.Event, why string) {
+	t.Helper()
+	select {
+	case ev := <-sub:
+		t.Fatalf("%s: got %+v", why, ev)
+	default:
+	}
+}
+
+// TestHubSendsOnlyKeptEvents: observers see an event when it is published;
+// subscribers only once it is kept, in publish order, ephemeral ones behind
+// the kept ones before them; a subscriber that comes while writes are under
+// way gets each event once; an event the log refuses goes out live with the
+// last kept Seq and is never handed out as kept.
+func TestHubSendsOnlyKeptEvents(t *testing.T) {
+	db := sqlitetest.MustOpenMemory(t)
+	log := newHeldWrites(db)
+	ctx := t.Context()
+	h := NewHub(log, nil, nil)
+	var observed []int64
+	h.Observe(func(ev conch.Event) { observed = append(observed, ev.Seq) })
+	early, err := h.Subscribe(ctx, hubKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	h.Publish(ctx, hubKey, 1, notice("one"))
+	h.Publish(ctx, hubKey, 1, conch.ToolProgress{Text: "working"})
+	h.Publish(ctx, hubKey, 1, notice("two"))
+	if len(observed) != 3 || observed[0] != 1 || observed[2] != 2 {
+		t.Fatalf("observers saw Seqs %v, want [1 1 2] at once", observed)
+	}
+	noEvent(t, early, "before any write ended")
+	if last, _ := h.LastSeq(ctx, hubKey); last != 0 {
+		t.Fatalf("LastSeq %d before any write ended, want 0", last)
+	}
+
+	log.release(1)
+	got := drain(t, early, 2)
+	if got[0].Seq != 1 || got[1].Seq != 1 || !conch.Ephemeral(got[1].Data) {
+		t.Fatalf("after the first write: %+v", got)
+	}
+	noEvent(t, early, "the second write is under way")
+	late, err := h.Subscribe(ctx, hubKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := drain(t, late, 1)[0]; ev.Seq != 1 {
+		t.Fatalf("late subscriber's backlog: %+v", ev)
+	}
+
+	log.fail[3] = true
+	h.Publish(ctx, hubKey, 1, notice("refused"))
+	h.Publish(ctx, hubKey, 1, notice("three"))
+	log.release(2)
+	log.release(3)
+	log.release(4)
+	for _, sub := range []<-chan conch.Event{early, late} {
+		got := drain(t, sub, 3)
+		if got[0].Seq != 2 || got[1].Seq != 2 || got[1].Data.(conch.NoticeEvent).Text != "refused" || got[2].Seq != 4 {
+			t.Fatalf("after the rest: %+v", got)
+		}
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := h.LastSeq(ctx, hubKey); last != 4 {
+		t.Fatalf("LastSeq %d, want 4", last)
+	}
+	// After a restart numbering goes on past the gap, and the log has no
+	// event that was refused.
+	h2 := NewHub(db, nil, nil)
+	if ev := h2.Publish(ctx, hubKey, 2, notice("after")); ev.Seq != 5 {
+		t.Fatalf("after a restart Seq %d, want 5", ev.Seq)
+	}
+	if err := h2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.EventsSince(ctx, hubKey, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, ev := range evs {
+		seqs = append(seqs, ev.Seq)
+	}
+	if fmt.Sprint(seqs) != "[1 2 4 5]" {
+		t.Fatalf("log holds %v, want [1 2 4 5]", seqs)
+	}
+}
+
+// TestHubFlushWaitsForWrites: Flush returns once every write ended, or when
+// its ctx does.
+func TestHubFlushWaitsForWrites(t *testing.T) {
+	log := newHeldWrites(sqlitetest.MustOpenMemory(t))
+	h := NewHub(log, nil, nil)
+	h.Publish(t.Context(), hubKey, 1, notice("one"))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := h.Flush(ctx); err == nil {
+		t.Fatal("Flush returned while a write was under way")
+	}
+	go log.release(1)
+	if err := h.Flush(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

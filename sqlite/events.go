@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -20,24 +21,63 @@ const (
 
 // AppendEvent stores a kept event. Seq must be the conversation's next.
 func (d *DB) AppendEvent(ctx context.Context, ev conch.Event) error {
+	args, err := d.eventArgs(ev)
+	if err != nil {
+		return err
+	}
+	if _, err := d.exec(ctx, d.ws.appendEvent, args...); err != nil {
+		return fmt.Errorf("append %s event %d of %s: %w", ev.Data.Type(), ev.Seq, ev.Key, err)
+	}
+	return nil
+}
+
+// AppendEventAsync queues ev to be kept and returns at once; done receives
+// the outcome when its write group is written (on the goroutine that wrote
+// it: done must not block; groups may report out of order). ev is in the
+// one queue of every change, so a change queued after it is never on disk
+// before it. An event that cannot be queued (no data, no Seq, a bad key) is
+// the returned error and done is not called.
+func (d *DB) AppendEventAsync(ev conch.Event, done func(error)) error {
+	args, err := d.eventArgs(ev)
+	if err != nil {
+		return err
+	}
+	st := d.ws.appendEvent
+	d.enqueueAsync(&writeReq{ctx: context.Background(), single: true,
+		fn: func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+			return err
+		},
+		auto: func(ctx context.Context) error {
+			_, err := st.ExecContext(ctx, args...)
+			return err
+		},
+		done: func(err error) {
+			if err != nil {
+				err = fmt.Errorf("append %s event %d of %s: %w", ev.Data.Type(), ev.Seq, ev.Key, d.diskFull(err))
+			}
+			done(err)
+		}})
+	return nil
+}
+
+// eventArgs are the appendEvent statement's arguments for ev.
+func (d *DB) eventArgs(ev conch.Event) ([]any, error) {
 	if err := validKey(ev.Key); err != nil {
-		return fmt.Errorf("append event: %w", err)
+		return nil, fmt.Errorf("append event: %w", err)
 	}
 	if ev.Data == nil || ev.Seq <= 0 {
-		return fmt.Errorf("append event: %w", conch.Errorf(conch.KindInvalid, "event of %s without data or seq", ev.Key))
+		return nil, fmt.Errorf("append event: %w", conch.Errorf(conch.KindInvalid, "event of %s without data or seq", ev.Key))
 	}
 	b, err := json.Marshal(ev.Data)
 	if err != nil {
-		return fmt.Errorf("append %s event: %w", ev.Data.Type(), err)
+		return nil, fmt.Errorf("append %s event: %w", ev.Data.Type(), err)
 	}
 	at := ev.At
 	if at.IsZero() {
 		at = d.now()
 	}
-	if _, err := d.exec(ctx, d.ws.appendEvent, ev.Key.String(), ev.Seq, ev.Turn, ev.Data.Type(), string(b), millis(at)); err != nil {
-		return fmt.Errorf("append %s event %d of %s: %w", ev.Data.Type(), ev.Seq, ev.Key, err)
-	}
-	return nil
+	return []any{ev.Key.String(), ev.Seq, ev.Turn, ev.Data.Type(), string(b), millis(at)}, nil
 }
 
 // EventsSince returns the conversation's kept events with Seq > after,

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -52,6 +54,12 @@ type writeQueue struct {
 	leading bool // a caller is writing a group
 	// requests, groups and synced count what went through, for tests.
 	requests, groups, synced int
+	// idle, on mu, is signalled when no group is being written (Close
+	// waits for queued changes nobody waits for: AppendEventAsync's).
+	idle sync.Cond
+	// armed says leadAsync will run: asynchronous changes are queued and
+	// nobody was writing.
+	armed bool
 	// sync makes the commits of durable groups durable (durable.go).
 	sync syncer
 }
@@ -79,6 +87,10 @@ type writeReq struct {
 	// after its result, unless stage says it waits itself, later.
 	synced uint64
 	stage  bool
+	// done, when set, makes the change asynchronous: nobody waits on
+	// wake; done receives the result once the group is written, on the
+	// goroutine that wrote it (it must not block).
+	done func(error)
 }
 
 // write runs fn as one member of a write group; it returns after the
@@ -101,10 +113,15 @@ func (d *DB) enqueueReq(r *writeReq) error {
 	q.leading = true
 	q.mu.Unlock()
 	// A caller waits even when its ctx ends: its change may be in the group
-	// being written, and it may be handed the lead.
-	if lead || <-r.wake {
+	// being written, and it may be handed the lead. A caller led a group
+	// without its own change in it when asynchronous changes filled it: it
+	// is then handed the lead again.
+	if !lead {
+		lead = <-r.wake
+	}
+	for lead {
 		d.writeGroup()
-		<-r.wake // own result, delivered by the group just written
+		lead = <-r.wake // false: own result, delivered by a group written
 	}
 	if r.err == nil && r.synced > 0 && !r.stage {
 		r.err = d.waitSynced(r.synced)
@@ -112,8 +129,44 @@ func (d *DB) enqueueReq(r *writeReq) error {
 	return r.err
 }
 
+// asyncWait is how long a change nobody waits for (AppendEventAsync's)
+// waits for a caller to write it with its own change: a turn's events are
+// published between its other writes, and each in a group of its own was
+// a commit in series on the turn's path. Past it a goroutine writes them.
+const asyncWait = time.Millisecond
+
+// enqueueAsync queues r, whose done receives its result; it returns at
+// once. The next caller to write a group writes r with it; when none comes
+// within asyncWait, a goroutine does.
+func (d *DB) enqueueAsync(r *writeReq) {
+	q := &d.writes
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending = append(q.pending, r)
+	q.requests++
+	if !q.leading && !q.armed {
+		q.armed = true
+		time.AfterFunc(asyncWait, d.leadAsync)
+	}
+}
+
+// leadAsync writes the queued changes when nobody else does.
+func (d *DB) leadAsync() {
+	q := &d.writes
+	q.mu.Lock()
+	q.armed = false
+	if q.leading || len(q.pending) == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.leading = true
+	q.mu.Unlock()
+	d.writeGroup()
+}
+
 // writeGroup takes the queued changes (the leader's among them), writes
-// them, wakes their callers and hands the lead to the next queued caller.
+// them, wakes their callers and hands the lead to the next queued caller
+// (to a new goroutine when that change is asynchronous).
 func (d *DB) writeGroup() {
 	q := &d.writes
 	q.mu.Lock()
@@ -167,15 +220,39 @@ func (d *DB) writeGroup() {
 		}
 	}
 
+	// The lead goes to the first caller waiting: it writes the queued
+	// changes from the front, asynchronous ones before its own among them;
+	// when only asynchronous ones are queued, to a goroutine.
 	q.mu.Lock()
-	if len(q.pending) > 0 {
-		q.pending[0].wake <- true
+	spawn := false
+	if i := slices.IndexFunc(q.pending, func(r *writeReq) bool { return r.done == nil }); i >= 0 {
+		q.pending[i].wake <- true
+	} else if len(q.pending) > 0 {
+		spawn = true
 	} else {
 		q.leading = false
+		q.idle.Broadcast()
 	}
 	q.mu.Unlock()
+	if spawn {
+		go d.writeGroup()
+	}
 	for _, r := range group {
-		r.wake <- false
+		if r.done != nil {
+			r.done(r.err)
+		} else {
+			r.wake <- false
+		}
+	}
+}
+
+// drainWrites waits until no group is queued or being written.
+func (d *DB) drainWrites() {
+	q := &d.writes
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.leading || len(q.pending) > 0 {
+		q.idle.Wait()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -254,6 +255,17 @@ func TestGroupsSurviveKill(t *testing.T) {
 		if done[id] && tr.Status != conch.TurnDone {
 			t.Fatalf("turn %d: finished before the kill, now %s", id, tr.Status)
 		}
+		// The answer's event was queued (not waited for) before the turn
+		// was finished: a finished turn has it.
+		if tr.Status == conch.TurnDone {
+			evs, err := d.EventsSince(t.Context(), tr.Key, 0, 10000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(evs, func(ev conch.Event) bool { return ev.Turn == tr.ID }) {
+				t.Fatalf("turn %d is done but its answer's event, queued before, is not kept", id)
+			}
+		}
 	}
 }
 
@@ -287,6 +299,17 @@ func groupKillChild(path string) {
 					os.Exit(2)
 				}
 				if err := d.AppendMessage(ctx, tr.ID, conch.Message{Role: conch.RoleAssistant, Text: "re: " + text}); err != nil {
+					os.Exit(2)
+				}
+				// As the gateway's hub: the answer's event is queued, not
+				// waited for, before the turn is finished.
+				ev := conch.Event{Key: key, Seq: int64(n + 1), Turn: tr.ID, Data: conch.MessageEvent{Role: conch.RoleAssistant, Text: "re: " + text}}
+				if err := d.AppendEventAsync(ev, func(err error) {
+					if err != nil {
+						say("error %v", err)
+						os.Exit(2)
+					}
+				}); err != nil {
 					os.Exit(2)
 				}
 				if err := d.FinishTurn(ctx, tr.ID, conch.TurnDone, ""); err != nil {
@@ -387,5 +410,78 @@ func TestGroupPanicReleasesWriters(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the write after the panic never ran: the queue is wedged")
+	}
+}
+
+// AppendEventAsync returns before its event is written; the event is
+// committed no later than any change queued after it, its outcome reaches
+// done (a refused one with its error, the others unharmed), and Close
+// writes what is still queued.
+func TestAppendEventAsync(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "c.db")
+	d, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := conch.ConversationKey{Channel: "web", ID: "a"}
+	tr, _, err := d.AddInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := func(seq int64) conch.Event {
+		return conch.Event{Key: key, Seq: seq, Turn: tr.ID, Data: conch.NoticeEvent{Text: fmt.Sprint(seq)}}
+	}
+	if err := d.AppendEventAsync(conch.Event{Key: key, Seq: 0, Data: conch.NoticeEvent{}}, func(error) { t.Error("done called for an event not queued") }); err == nil {
+		t.Fatal("an event without Seq was queued")
+	}
+
+	release := holdWriter(t, d)
+	before := d.writes.requests
+	results := make(chan error, 3)
+	for _, seq := range []int64{1, 2, 1} {
+		if err := d.AppendEventAsync(ev(seq), func(err error) { results <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finished := make(chan error, 1)
+	go func() { finished <- d.FinishTurn(ctx, tr.ID, conch.TurnDone, "") }()
+	release(before + 4)
+	if err := <-finished; err != nil {
+		t.Fatal(err)
+	}
+	// By the time a change queued after them returned, the events are kept.
+	evs, err := d.EventsSince(ctx, key, 0, 10)
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("after a later change returned: %d events (%v), want 2", len(evs), err)
+	}
+	var refused int
+	for range 3 {
+		if err := <-results; err != nil {
+			refused++
+			if !strings.Contains(err.Error(), "event 1 of web:a") {
+				t.Errorf("refused event's error: %v", err)
+			}
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("%d events refused, want the duplicate only", refused)
+	}
+
+	for seq := int64(3); seq < 203; seq++ {
+		if err := d.AppendEventAsync(ev(seq), func(error) {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if last, err := d.LastEventSeq(ctx, key); err != nil || last != 202 {
+		t.Fatalf("after Close and Open the last event is %d (%v), want 202", last, err)
 	}
 }

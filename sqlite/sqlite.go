@@ -193,6 +193,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, conch.Errorf(conch.KindInvalid, "open database: clock is nil")
 	}
 	d := &DB{now: o.now, path: path, history: newHistoryCache()}
+	d.writes.idle.L = &d.writes.mu
 	var err error
 	if path == MemoryPath {
 		// One connection, never closed while the DB lives: every connection to
@@ -330,6 +331,9 @@ func (d *DB) Path() string { return d.path }
 // Close closes the database. The WAL is checkpointed by SQLite when the last
 // connection closes.
 func (d *DB) Close() error {
+	if d.writes.idle.L != nil {
+		d.drainWrites() // changes queued by AppendEventAsync
+	}
 	var errs []error
 	for _, st := range d.prepared {
 		errs = append(errs, st.Close())

@@ -78,7 +78,9 @@ func (d *DB) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	var finished bool
 	now := millis(d.now())
 	var conv int64
-	err := d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	// One statement changes something (the turn's state); the read after
+	// it changes nothing, so it needs no savepoint in a group (write1).
+	err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := tx.StmtContext(ctx, d.ws.startTurn).QueryRowContext(ctx, now, id).Scan(&conv)
 		started := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
