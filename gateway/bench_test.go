@@ -41,10 +41,11 @@ func benchEnvWith(b *testing.B, ao agent.Options) (*Gateway, *fake.Channel, func
 		}
 		return conch.ModelResponse{Text: "re: " + req.Messages[len(req.Messages)-1].Text, StopReason: conch.StopEnd}, nil
 	})
-	ao.Model, ao.Store, ao.Facts = model, db, db
-	ao.Meter = usage.NewMeter(usage.Options{Store: db, Audit: db})
+	// As conch up wires them: the turn's bookkeeping queued (sqlite.Queued).
+	ao.Model, ao.Store, ao.Facts = model, db.Queued(nil), db
+	ao.Meter = usage.NewMeter(usage.Options{Store: db.Queued(nil), Audit: db})
 	if ao.ContextWindow > 0 {
-		ao.Context = db
+		ao.Context = db.Queued(nil)
 	}
 	ag, err := agent.New(ao)
 	if err != nil {

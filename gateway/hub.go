@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -180,7 +181,11 @@ func (h *Hub) Publish(ctx context.Context, key conch.ConversationKey, turn conch
 		switch {
 		case h.async != nil:
 			q.writing = true
-			if err := h.async.AppendEventAsync(ev, func(err error) { h.written(c, q, err) }); err != nil {
+			// The answer comes on the store's writer, which must not wait
+			// for this conversation's lock (a Subscribe may hold it across
+			// a read of the log): delivered from a goroutine of its own;
+			// the queue keeps the order.
+			if err := h.async.AppendEventAsync(ev, func(err error) { go h.written(c, q, err) }); err != nil {
 				q.writing, q.err = false, err
 			}
 		case h.log != nil:
@@ -386,7 +391,9 @@ func (h *Hub) backlogLocked(ctx context.Context, key conch.ConversationKey, c *h
 		return nil, nil
 	}
 	if len(c.ring) > 0 && c.ring[0].Seq <= after+1 {
-		i := int(after + 1 - c.ring[0].Seq)
+		// Seqs in the ring may have gaps (an event the log refused kept
+		// its number): search, never subtract.
+		i := sort.Search(len(c.ring), func(i int) bool { return c.ring[i].Seq > after })
 		return append([]conch.Event(nil), c.ring[i:]...), nil
 	}
 	if h.log == nil {

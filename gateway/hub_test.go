@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/sqlite"
 	"conch/sqlite/sqlitetest"
 )
 
@@ -393,6 +394,106 @@ func TestHubFlushWaitsForWrites(t *testing.T) {
 	}
 	go log.release(1)
 	if err := h.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHubResumesFromARingWithGaps: an event the log refused keeps its
+// number, so the ring's Seqs may have gaps; a subscriber resuming from the
+// ring gets exactly the kept events after its Seq (the ring was indexed by
+// subtraction once: events lost, or a panic).
+func TestHubResumesFromARingWithGaps(t *testing.T) {
+	for _, tc := range []struct {
+		fail     []int64
+		n, after int64
+		want     string
+	}{
+		{[]int64{3}, 5, 3, "[4 5]"},
+		{[]int64{3}, 5, 4, "[5]"},
+		{[]int64{3, 4}, 5, 4, "[5]"},
+		{[]int64{3, 4}, 6, 5, "[6]"},
+	} {
+		t.Run(fmt.Sprint(tc.fail, tc.after), func(t *testing.T) {
+			log := newHeldWrites(sqlitetest.MustOpenMemory(t))
+			ctx := t.Context()
+			h := NewHub(log, nil, nil)
+			if _, err := h.Subscribe(ctx, hubKey, 0); err != nil { // keeps the ring
+				t.Fatal(err)
+			}
+			for _, s := range tc.fail {
+				log.fail[s] = true
+			}
+			for i := int64(1); i <= tc.n; i++ {
+				h.Publish(ctx, hubKey, 1, notice(fmt.Sprint(i)))
+			}
+			for i := int64(1); i <= tc.n; i++ {
+				log.release(i)
+			}
+			if err := h.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sub, err := h.Subscribe(ctx, hubKey, tc.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for len(sub) > 0 {
+				got = append(got, (<-sub).Seq)
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Fatalf("Subscribe(after=%d): %v, want %s", tc.after, got, tc.want)
+			}
+		})
+	}
+}
+
+// heldReads is the real store whose event log reads wait until released.
+type heldReads struct {
+	*sqlite.DB
+	entered, release chan struct{}
+}
+
+func (l *heldReads) EventsSince(ctx context.Context, key conch.ConversationKey, after int64, limit int) ([]conch.Event, error) {
+	l.entered <- struct{}{}
+	<-l.release
+	return l.DB.EventsSince(ctx, key, after, limit)
+}
+
+// TestHubNeverHoldsTheStoreWriter: a Subscribe reading a long backlog holds
+// its conversation; the store's writer, answering that conversation's
+// queued event, must not wait for it: another conversation's message is
+// stored while the read is still under way.
+func TestHubNeverHoldsTheStoreWriter(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	log := &heldReads{DB: db, entered: make(chan struct{}), release: make(chan struct{})}
+	ctx := t.Context()
+	h := NewHub(log, nil, nil)
+	h.Publish(ctx, hubKey, 1, notice("kept"))
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(ctx, hubKey, 1, notice("queued"))
+	subscribed := make(chan error, 1)
+	go func() { _, err := h.Subscribe(ctx, hubKey, 0); subscribed <- err }()
+	<-log.entered
+	stored := make(chan error, 1)
+	go func() {
+		_, _, err := db.AddInbound(ctx, conch.Inbound{Key: conch.ConversationKey{Channel: conch.ChannelWeb, ID: "y"}, Sender: "u", Text: "other"})
+		stored <- err
+	}()
+	select {
+	case err := <-stored:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("another conversation's message waited for a log read of this one")
+	}
+	close(log.release)
+	if err := <-subscribed; err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -166,13 +166,22 @@ func (d *DB) AddSummary(ctx context.Context, key conch.ConversationKey, s conch.
 // RecordContextUse keeps the size of the conversation's newest request plus
 // its answer. An unknown conversation is ignored.
 func (d *DB) RecordContextUse(ctx context.Context, key conch.ConversationKey, u conch.ContextUse) error {
-	if err := validKey(key); err != nil {
-		return fmt.Errorf("record context use: %w", err)
+	args, err := d.contextUseArgs(key, u)
+	if err != nil {
+		return err
 	}
-	if _, err := d.exec(ctx, d.ws.setContextUse, u.InputTokens+u.OutputTokens, u.Window, millis(d.now()), key.Channel, key.ID); err != nil {
+	if _, err := d.exec(ctx, d.ws.setContextUse, args...); err != nil {
 		return fmt.Errorf("record context use of %s: %w", key, err)
 	}
 	return nil
+}
+
+// contextUseArgs are the setContextUse statement's arguments.
+func (d *DB) contextUseArgs(key conch.ConversationKey, u conch.ContextUse) ([]any, error) {
+	if err := validKey(key); err != nil {
+		return nil, fmt.Errorf("record context use: %w", err)
+	}
+	return []any{u.InputTokens + u.OutputTokens, u.Window, millis(d.now()), key.Channel, key.ID}, nil
 }
 
 // ContextStatus reports the newest request's size and the compactions since

@@ -237,11 +237,15 @@ func (d *DB) writeGroup() {
 	if spawn {
 		go d.writeGroup()
 	}
+	// The callers waiting first; then the asynchronous members' callbacks.
+	for _, r := range group {
+		if r.done == nil {
+			r.wake <- false
+		}
+	}
 	for _, r := range group {
 		if r.done != nil {
 			r.done(r.err)
-		} else {
-			r.wake <- false
 		}
 	}
 }

@@ -485,3 +485,61 @@ func TestAppendEventAsync(t *testing.T) {
 		t.Fatalf("after Close and Open the last event is %d (%v), want 202", last, err)
 	}
 }
+
+// A turn that does not decode fails StartTurn alone: another conversation's
+// message and an event written in the same group are stored.
+func TestGroupStartTurnFailsAlone(t *testing.T) {
+	ctx := t.Context()
+	d, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a := conch.ConversationKey{Channel: "web", ID: "a"}
+	b := conch.ConversationKey{Channel: "web", ID: "b"}
+	ta, _, err := d.AddInbound(ctx, conch.Inbound{Key: a, Sender: "u", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.w.ExecContext(ctx, `UPDATE turns SET attachments = '{not json' WHERE id = ?`, ta.ID); err != nil {
+		t.Fatal(err)
+	}
+	queued := func(n int) {
+		for {
+			d.writes.mu.Lock()
+			got := d.writes.requests
+			d.writes.mu.Unlock()
+			if got >= n {
+				return
+			}
+			time.Sleep(time.Millisecond) // the queue has no signal to wait on
+		}
+	}
+	release := holdWriter(t, d)
+	before := d.writes.requests
+	go d.SetCursor(ctx, "lead", "x") // writes the first group, held
+	queued(before + 1)
+	started := make(chan error, 1)
+	go func() { _, err := d.StartTurn(ctx, ta.ID); started <- err }()
+	queued(before + 2)
+	added := make(chan error, 1)
+	go func() {
+		_, _, err := d.AddInbound(ctx, conch.Inbound{Key: b, Sender: "u", Text: "other"})
+		added <- err
+	}()
+	queued(before + 3)
+	evErr := make(chan error, 1)
+	if err := d.AppendEventAsync(conch.Event{Key: b, Seq: 1, Data: conch.NoticeEvent{Text: "x"}}, func(err error) { evErr <- err }); err != nil {
+		t.Fatal(err)
+	}
+	release(before + 4)
+	if err := <-started; err == nil {
+		t.Error("StartTurn of a turn that does not decode succeeded")
+	}
+	if err := <-added; err != nil {
+		t.Errorf("another conversation's message in the same group: %v", err)
+	}
+	if err := <-evErr; err != nil {
+		t.Errorf("an event in the same group: %v", err)
+	}
+}

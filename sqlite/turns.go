@@ -78,9 +78,9 @@ func (d *DB) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error)
 	var finished bool
 	now := millis(d.now())
 	var conv int64
-	// One statement changes something (the turn's state); the read after
-	// it changes nothing, so it needs no savepoint in a group (write1).
-	err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	// Not write1: the read after the update decodes the turn, and a turn
+	// that does not decode must fail alone, not its whole group.
+	err := d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		err := tx.StmtContext(ctx, d.ws.startTurn).QueryRowContext(ctx, now, id).Scan(&conv)
 		started := err == nil
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -233,18 +233,12 @@ func (d *DB) History(ctx context.Context, key conch.ConversationKey) ([]conch.Me
 // RecordStep appends an agent step. Detail must be a JSON object (empty
 // means {}); a zero At is the current time.
 func (d *DB) RecordStep(ctx context.Context, s conch.Step) error {
-	if s.Kind == "" {
-		return fmt.Errorf("record step: %w", conch.Errorf(conch.KindInvalid, "step of turn %d has no kind", s.Turn))
-	}
-	detail, err := jsonObject("step detail", s.Detail)
+	args, err := d.stepArgs(s)
 	if err != nil {
-		return fmt.Errorf("record %s step: %w", s.Kind, err)
-	}
-	if s.At.IsZero() {
-		s.At = d.now()
+		return err
 	}
 	if err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.StmtContext(ctx, d.ws.recordStep).ExecContext(ctx, s.Turn, s.Kind, detail, millis(s.At))
+		_, err := tx.StmtContext(ctx, d.ws.recordStep).ExecContext(ctx, args...)
 		return err
 	}); err != nil {
 		if isForeignKeyError(err) {
@@ -253,6 +247,21 @@ func (d *DB) RecordStep(ctx context.Context, s conch.Step) error {
 		return fmt.Errorf("record %s step: %w", s.Kind, err)
 	}
 	return nil
+}
+
+// stepArgs are the recordStep statement's arguments for s.
+func (d *DB) stepArgs(s conch.Step) ([]any, error) {
+	if s.Kind == "" {
+		return nil, fmt.Errorf("record step: %w", conch.Errorf(conch.KindInvalid, "step of turn %d has no kind", s.Turn))
+	}
+	detail, err := jsonObject("step detail", s.Detail)
+	if err != nil {
+		return nil, fmt.Errorf("record %s step: %w", s.Kind, err)
+	}
+	if s.At.IsZero() {
+		s.At = d.now()
+	}
+	return []any{s.Turn, s.Kind, detail, millis(s.At)}, nil
 }
 
 // Steps returns the recorded steps of a turn in order.

@@ -42,15 +42,11 @@ const (
 // RecordUsage keeps one model call. A call of an unknown conversation is
 // refused with KindNotFound.
 func (d *DB) RecordUsage(ctx context.Context, c conch.ModelCall) error {
-	if err := validKey(c.Key); err != nil {
-		return fmt.Errorf("record usage: %w", err)
+	args, err := d.usageArgs(c)
+	if err != nil {
+		return err
 	}
-	if c.At.IsZero() {
-		c.At = d.now()
-	}
-	u := c.Usage
-	res, err := d.exec(ctx, d.ws.recordUsage, c.Turn, c.Key.Channel, string(c.Person.ID), c.Model, c.Purpose, c.Fallback,
-		u.InputTokens, u.CachedTokens, u.OutputTokens, u.Estimated, c.CostUSD, millis(c.At), c.Key.Channel, c.Key.ID)
+	res, err := d.exec(ctx, d.ws.recordUsage, args...)
 	if err != nil {
 		return fmt.Errorf("record usage of %s: %w", c.Key, d.diskFull(err))
 	}
@@ -58,6 +54,19 @@ func (d *DB) RecordUsage(ctx context.Context, c conch.ModelCall) error {
 		return fmt.Errorf("record usage: %w", conch.Errorf(conch.KindNotFound, "no conversation %s", c.Key))
 	}
 	return nil
+}
+
+// usageArgs are the recordUsage statement's arguments for c.
+func (d *DB) usageArgs(c conch.ModelCall) ([]any, error) {
+	if err := validKey(c.Key); err != nil {
+		return nil, fmt.Errorf("record usage: %w", err)
+	}
+	if c.At.IsZero() {
+		c.At = d.now()
+	}
+	u := c.Usage
+	return []any{c.Turn, c.Key.Channel, string(c.Person.ID), c.Model, c.Purpose, c.Fallback,
+		u.InputTokens, u.CachedTokens, u.OutputTokens, u.Estimated, c.CostUSD, millis(c.At), c.Key.Channel, c.Key.ID}, nil
 }
 
 // UsageSince adds up the calls in scope at or after since.

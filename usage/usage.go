@@ -98,7 +98,8 @@ type Options struct {
 	Audit  conch.AuditStore
 	Prices *Prices
 	Limits Limits
-	// OnRecord, when set, sees every priced call after it was stored.
+	// OnRecord, when set, sees every priced call after it was stored (or
+	// queued, with a store that queues it: sqlite.Queued).
 	OnRecord func(conch.ModelCall)
 	Now      func() time.Time
 	Logger   *slog.Logger

@@ -161,7 +161,8 @@ func newMeter(cfg *config.Config, db *sqlite.DB, audit conch.AuditStore, log *sl
 		overrides = append(overrides, row)
 	}
 	b := cfg.Budget
-	return usage.NewMeter(usage.Options{Store: db, Audit: audit, Prices: usage.NewPrices(overrides...), Logger: log,
+	// Usage is queued with the turn's next write, not waited for (sqlite.Queued).
+	return usage.NewMeter(usage.Options{Store: db.Queued(log), Audit: audit, Prices: usage.NewPrices(overrides...), Logger: log,
 		Limits: usage.Limits{
 			DailyUSD: b.DailyUSD, DailyTokens: b.DailyTokens,
 			ConversationDailyUSD: b.ConversationDailyUSD, ConversationDailyTokens: b.ConversationDailyTokens,
@@ -322,12 +323,12 @@ func newAgent(d *deps) (*agent.Agent, error) {
 		Meter:         d.meter,
 		Tools:         ts,
 		Skills:        d.skillsPrompt,
-		Store:         d.db,
+		Store:         d.db.Queued(d.log), // steps and context use ride with the turn's next write
 		Facts:         d.db,
 		SystemPrompt:  ac.SystemPrompt,
 		MaxTokens:     d.cfg.Model.MaxTokens,
 		ContextWindow: window,
-		Context:       d.db,
+		Context:       d.db.Queued(d.log),
 		Approvals:     d.db,
 		MaxTurns:      ac.MaxTurns,
 		MaxToolErrors: ac.MaxConsecutiveToolErrors,
