@@ -40,8 +40,18 @@ func TestUpIdleReleasesStoreCaches(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if strings.Contains(p.stderr.String(), "caches not released") {
+	if strings.Contains(p.stderr.String(), "caches not released") || strings.Contains(p.stderr.String(), "pages not released") {
 		t.Fatalf("the release failed; stderr:\n%s", p.stderr)
+	}
+	// The program's pages the work touched were unmapped: most of the
+	// file-backed resident memory is gone (it was three quarters of all).
+	if !strings.Contains(p.stderr.String(), "program pages released") {
+		t.Fatalf("the program's pages were not released; stderr:\n%s", p.stderr)
+	}
+	st := readStatus(t, p.cmd.Process.Pid)
+	t.Logf("after the idle release: VmRSS %.1f MiB, RssFile %.1f MiB", st.mib("VmRSS"), st.mib("RssFile"))
+	if st.mib("RssFile") > 20 {
+		t.Errorf("RssFile %.1f MiB after the idle release, want under 20 (about 40 before)", st.mib("RssFile"))
 	}
 
 	tg.SendText(alice, chat, "what did I note?")

@@ -106,13 +106,14 @@ func (a *app) up(ctx context.Context) error {
 	}()
 	// After a burst of turns the heap's garbage and free pages go back to
 	// the system once conch is quiet (internal/idletrim), with the model
-	// views the store kept while busy.
+	// views the store kept while busy and the program's pages the work
+	// touched (they stay in the page cache).
 	release := func() {
 		if err := d.db.ReleaseMemory(schedCtx); err != nil && schedCtx.Err() == nil {
 			log.Warn("idle: the store's caches not released", "err", err)
 		}
 	}
-	go idletrim.Run(schedCtx, idletrim.Options{Logger: log, Release: release})
+	go idletrim.Run(schedCtx, idletrim.Options{Logger: log, Release: release, Program: idletrim.ReleaseProgram})
 	err = gw.Run(ctx, channels...)
 	stopSched()
 	<-schedDone

@@ -32,6 +32,10 @@ type Options struct {
 	// the trim: it drops what is kept in memory only to save work while
 	// busy (the store's model views), so the trim returns that too.
 	Release func()
+	// Program, if set, is called on every busy-to-idle transition too:
+	// it unmaps the program's pages that work touched (ReleaseProgram) and
+	// returns how many bytes were resident.
+	Program func() (uint64, error)
 	// Logger gets one debug line per trim (nil: none).
 	Logger *slog.Logger
 	// trim replaces debug.FreeOSMemory in tests.
@@ -82,8 +86,9 @@ type trimmer struct {
 }
 
 func newTrimmer(o Options, read func() sample) *trimmer {
-	// Nothing to give back before the first work.
-	return &trimmer{o: o, read: read, last: read(), trimmed: true}
+	// Start is work: the package inits touched pages of the whole program
+	// and allocated; the first quiet period gives that back.
+	return &trimmer{o: o, read: read, last: read()}
 }
 
 // step ends a period: busy if it allocated Quiet or more, else idle; the
@@ -98,6 +103,14 @@ func (t *trimmer) step() {
 		if t.o.Release != nil {
 			t.o.Release()
 			released = true // garbage the counters see only after a collection
+		}
+		if t.o.Program != nil {
+			n, err := t.o.Program()
+			if err != nil && t.o.Logger != nil {
+				t.o.Logger.Warn("idle: the program's pages not released", "err", err)
+			} else if t.o.Logger != nil {
+				t.o.Logger.Debug("idle: program pages released", "resident_mib", mib(n))
+			}
 		}
 		if spare := now.spare(); released || spare >= t.o.MinReturn {
 			t.o.trim()

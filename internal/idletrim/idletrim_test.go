@@ -28,14 +28,15 @@ func TestTrimsOncePerQuietPeriod(t *testing.T) {
 		want         int
 		what         string
 	}{
-		{0, 5000, 0, "idle from the start: nothing to trim"},
-		{1 << 20, 5000, 0, "busy"},
-		{10, 5000, 1, "quiet after work: trim"},
-		{10, 5000, 1, "still quiet: no second trim"},
-		{1 << 20, 5000, 1, "busy again"},
-		{0, 5000, 2, "quiet again: trim"},
-		{1 << 20, 10, 2, "busy, little garbage"},
-		{0, 10, 2, "quiet, but less spare than MinReturn: no trim"},
+		{0, 5000, 1, "quiet after start (work): trim"},
+		{0, 5000, 1, "still quiet: no second trim"},
+		{1 << 20, 5000, 1, "busy"},
+		{10, 5000, 2, "quiet after work: trim"},
+		{10, 5000, 2, "still quiet: no second trim"},
+		{1 << 20, 5000, 2, "busy again"},
+		{0, 5000, 3, "quiet again: trim"},
+		{1 << 20, 10, 3, "busy, little garbage"},
+		{0, 10, 3, "quiet, but less spare than MinReturn: no trim"},
 	}
 	for _, st := range steps {
 		if got := period(st.alloc, st.spare); got != st.want {
@@ -74,6 +75,7 @@ func TestReleaseBeforeTrim(t *testing.T) {
 	var calls []string
 	tr := newTrimmer(Options{Quiet: 100, MinReturn: 1000,
 		Release: func() { calls = append(calls, "release") },
+		Program: func() (uint64, error) { calls = append(calls, "program"); return 0, nil },
 		trim:    func() { calls = append(calls, "trim") }}, func() sample { return cur })
 	period := func(alloc uint64) string {
 		cur.allocs += alloc
@@ -86,12 +88,10 @@ func TestReleaseBeforeTrim(t *testing.T) {
 		want  string
 		what  string
 	}{
-		{0, "[]", "idle from the start: nothing kept yet"},
-		{1 << 20, "[]", "busy"},
-		{10, "[release trim]", "quiet after work: release, then trim"},
-		{10, "[release trim]", "still quiet: nothing more"},
-		{1 << 20, "[release trim]", "busy again"},
-		{0, "[release trim release trim]", "quiet again"},
+		{0, "[release program trim]", "quiet after start (work): release, the program's pages, then trim"},
+		{1 << 20, "[release program trim]", "busy"},
+		{10, "[release program trim release program trim]", "quiet after work"},
+		{10, "[release program trim release program trim]", "still quiet: nothing more"},
 	}
 	for _, st := range steps {
 		if got := period(st.alloc); got != st.want {
