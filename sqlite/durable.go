@@ -51,8 +51,9 @@ type syncer struct {
 	// its group committed, before noteEnd: WaitDurable waits for every
 	// group started, so a reader that saw a message never answers it early.
 	started, committed, synced uint64
-	syncing                    bool  // an fsync is under way
-	err                        error // sticky: the first failed fsync
+	syncing                    bool          // an fsync is under way
+	err                        error         // sticky: the first failed fsync
+	failed                     chan struct{} // closed with err
 	// wal is the WAL file whose directory entry was synced; walPath is
 	// where SQLite keeps it (the database's real path, links resolved).
 	wal     fs.FileInfo
@@ -120,6 +121,7 @@ func (d *DB) waitSynced(n uint64) error {
 		s.fsyncs++
 		if err != nil {
 			s.err = fmt.Errorf("%w: %w", errSyncFailed, err)
+			close(s.failed)
 		} else {
 			s.synced = max(s.synced, target)
 		}
@@ -127,6 +129,15 @@ func (d *DB) waitSynced(n uint64) error {
 	}
 	return s.err
 }
+
+// Failed is closed when an fsync of the store failed; Err then says why.
+// Nothing more is written or made durable until the store is opened again:
+// a process serving from it should stop and be started again, and SQLite
+// recovers what the disk holds.
+func (d *DB) Failed() <-chan struct{} { return d.writes.sync.failed }
+
+// Err is the store's failure (a failed fsync), or nil.
+func (d *DB) Err() error { return d.writes.sync.broken() }
 
 // WaitDurable returns once every message stored so far (by AddInbound or
 // StageInbound) survives a power loss: at once when none is waiting for the
@@ -152,6 +163,7 @@ func (d *DB) WaitDurable(ctx context.Context) error {
 func (d *DB) syncOpened() error {
 	s := &d.writes.sync
 	s.cond.L = &s.mu
+	s.failed = make(chan struct{})
 	if !d.syncInbound {
 		return nil
 	}

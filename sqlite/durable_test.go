@@ -162,8 +162,21 @@ func TestSyncFailureIsFinal(t *testing.T) {
 	d.writes.sync.mu.Lock()
 	d.writes.sync.hook = func() error { return eio }
 	d.writes.sync.mu.Unlock()
+	select {
+	case <-d.Failed():
+		t.Fatal("Failed closed before any fsync failed")
+	default:
+	}
 	if _, _, err := d.AddInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "lost?"}); !errors.Is(err, errSyncFailed) || !errors.Is(err, eio) {
 		t.Fatalf("AddInbound with a failing fsync: %v, want the sync failure", err)
+	}
+	select {
+	case <-d.Failed():
+	default:
+		t.Fatal("Failed not closed after a failed fsync")
+	}
+	if err := d.Err(); !errors.Is(err, eio) {
+		t.Errorf("Err after a failed fsync: %v", err)
 	}
 	if err := d.WaitDurable(ctx); !errors.Is(err, errSyncFailed) {
 		t.Errorf("WaitDurable after a failed fsync: %v, want the sync failure", err)

@@ -58,6 +58,8 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 		return err
 	}
 	defer d.Close()
+	ctx, stop := stopWhenStoreFails(ctx, d.db, d.log)
+	defer stop()
 	if err := a.startRuntime(ctx, d, func(s string) { fmt.Fprintln(a.stderr, "sandbox image:", s) }); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/spf13/cobra"
 
@@ -41,6 +42,8 @@ func (a *app) up(ctx context.Context) error {
 	}
 	defer d.Close()
 	log := d.log
+	ctx, stop := stopWhenStoreFails(ctx, d.db, log)
+	defer stop()
 	if err := a.startRuntime(ctx, d, func(s string) { log.Info("sandbox image: " + s) }); err != nil {
 		return err
 	}
@@ -151,3 +154,23 @@ type channelBuilder func(ctx context.Context, a *app, d *deps) (conch.Channel, g
 
 // channelBuilders lists the channels conch up can run, in start order.
 var channelBuilders = []channelBuilder{matrixChannel, telegramChannel, emailChannel, webChannel, slackChannel, discordChannel}
+
+// stopWhenStoreFails returns ctx ended, with the failure as its cause, once
+// the store's disk failed an fsync. Such a store writes nothing more (the
+// kernel may have dropped the pages it could not write), so conch stops,
+// non-zero, for the service manager to start it again, rather than stay up
+// answering nobody: at the next start SQLite recovers what the disk holds
+// and the channels deliver again what was not acknowledged.
+func stopWhenStoreFails(ctx context.Context, db *sqlite.DB, log *slog.Logger) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-db.Failed():
+			err := fmt.Errorf("the store's disk failed: %w; conch stops so that it is started again, and recovers what the disk holds", db.Err())
+			log.Error("stopping: the store can no longer make anything durable", "err", db.Err())
+			cancel(err)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(nil) }
+}
