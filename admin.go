@@ -208,6 +208,20 @@ type SandboxAdmin interface {
 	Remove(ctx context.Context, key ConversationKey) error
 }
 
+// SandboxCount is how many sandboxes are in one state (the engine's:
+// running, exited, …) and of one kind: "conversation", "pool" or "orphan".
+type SandboxCount struct {
+	State, Kind string
+	N           int
+}
+
+// SandboxCounter is a SandboxAdmin that counts its sandboxes from one
+// listing, without looking at each one: what a metrics scrape asks, every
+// few seconds. The counts agree with Sandboxes.
+type SandboxCounter interface {
+	SandboxCounts(ctx context.Context) ([]SandboxCount, error)
+}
+
 // Releaser holds something per conversation (a sandbox handle, terminals, an
 // egress bridge). The owner that ends a conversation (reset, closed on its
 // channel) calls Release on every holder, so nothing keeps a conversation

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"conch/internal/testenv"
 	"conch/internal/testenv/fakellm"
+	tgfake "conch/internal/testenv/telegram"
 )
 
 // TestUpMetricsRuntimeAndPprof runs `conch up` with metrics.listen: /metrics
@@ -121,4 +123,57 @@ func TestUpMetricsRuntimeAndPprof(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("conch up started with pprof on 0.0.0.0; stderr:\n%s", p.stderr)
 	}
+}
+
+// TestUpMetricsCountSandboxes: conch up on the test engine, a turn whose
+// command makes its conversation's sandbox: /metrics counts it, as the one
+// listing of the instance's containers says (SandboxCounts), with no
+// listing error.
+func TestUpMetricsCountSandboxes(t *testing.T) {
+	testenv.Short(t)
+	llm := fakellm.New(t)
+	tg := tgfake.Start(t)
+	alice := tgfake.Person(4747, "alice", "Alice")
+	chat := tgfake.PrivateChat(alice)
+	env, _ := approvalsEnv(t, llm, tg, "4747")
+	metrics := freeAddr(t)
+	env = append(env, "CONCH_METRICS_LISTEN="+metrics)
+	llm.Push(fakellm.ToolCall("bash", `{"command":"echo in-sandbox"}`), fakellm.Text("Done."))
+	p := startConch(t, env, "up")
+	p.waitStderr(t, "telegram polling")
+	tg.SendText(alice, chat, "run something")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := tg.Wait(ctx, func() bool {
+		for _, s := range tg.Messages(alice.ID) {
+			if s.Text == "Done." {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Fatalf("no answer; stderr:\n%s", p.stderr)
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"\nconch_sandboxes{kind=\"conversation\",state=\"running\"} 1\n", "\nconch_sandbox_list_errors 0\n"} {
+		if !bytes.Contains(body, []byte(want)) {
+			t.Fatalf("/metrics lacks %q:\n%s", strings.TrimSpace(want), grepLines(body, "conch_sandbox"))
+		}
+	}
+}
+
+// grepLines returns body's lines that contain s.
+func grepLines(body []byte, s string) string {
+	var out []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

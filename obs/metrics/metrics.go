@@ -305,7 +305,7 @@ func (s *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	o := s.c.opts
 	if o.Sandboxes != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		infos, err := o.Sandboxes.Sandboxes(ctx)
+		counts, err := sandboxCounts(ctx, o.Sandboxes)
 		cancel()
 		failed := 0.0
 		if err != nil {
@@ -313,25 +313,43 @@ func (s *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 			s.c.log.Warn("metrics: list sandboxes", "err", err)
 		}
 		ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, failed)
-		type sk struct{ state, kind string }
-		counts := map[sk]int{}
-		for _, in := range infos {
-			kind := "conversation"
-			switch {
-			case in.Pool:
-				kind = "pool"
-			case in.Orphan:
-				kind = "orphan"
-			}
-			counts[sk{in.State, kind}]++
-		}
-		for k, n := range counts {
-			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), k.state, k.kind)
+		for _, c := range counts {
+			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(c.N), c.State, c.Kind)
 		}
 	}
 	if o.Terminals != nil {
 		ch <- prometheus.MustNewConstMetric(terminalsDesc, prometheus.GaugeValue, float64(o.Terminals()))
 	}
+}
+
+// sandboxCounts counts the sandboxes by state and kind: from one listing
+// where the backend can (a scrape every few seconds must not look at every
+// sandbox), else from its list of them.
+func sandboxCounts(ctx context.Context, a conch.SandboxAdmin) ([]conch.SandboxCount, error) {
+	if c, ok := a.(conch.SandboxCounter); ok {
+		return c.SandboxCounts(ctx)
+	}
+	infos, err := a.Sandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	type sk struct{ state, kind string }
+	counts := map[sk]int{}
+	for _, in := range infos {
+		kind := "conversation"
+		switch {
+		case in.Pool:
+			kind = "pool"
+		case in.Orphan:
+			kind = "orphan"
+		}
+		counts[sk{in.State, kind}]++
+	}
+	out := make([]conch.SandboxCount, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, conch.SandboxCount{State: k.state, Kind: k.kind, N: n})
+	}
+	return out, nil
 }
 
 type slogPrinter struct{ log *slog.Logger }

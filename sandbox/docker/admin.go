@@ -125,24 +125,12 @@ func (r *Runtime) summarize(c container.InspectResponse, known map[string]bool, 
 		s.ExitCode, s.OOMKilled, s.Error = c.State.ExitCode, c.State.OOMKilled, c.State.Error
 		s.StartedAt, s.FinishedAt = parseTime(c.State.StartedAt), parseTime(c.State.FinishedAt)
 	}
-	if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
-		s.Pool, s.Conversation = true, conch.PoolConversation
-		return s
-	}
-	convo := labels[LabelConversation]
-	if convo == "" {
-		if e, ok := r.reg.get(name); ok {
-			convo = e.Conversation
-		}
-	}
-	s.Conversation = convo
-	key, err := conch.ParseConversationKey(convo)
-	if err != nil {
-		s.Orphan = true
+	pool, orphan, convo, key := r.kindOf(name, labels, known)
+	s.Pool, s.Orphan, s.Conversation = pool, orphan, convo
+	if pool || key.IsZero() { // the pool's, or no conversation's key (an orphan)
 		return s
 	}
 	s.Key = key
-	s.Orphan = name != ContainerName(r.opts.InstanceID, key) || (known != nil && !known[convo])
 	r.mu.Lock()
 	if b := r.boxes[convo]; b != nil {
 		s.LastUsed, s.Busy = b.lastUse, b.active > 0
@@ -152,6 +140,70 @@ func (r *Runtime) summarize(c container.InspectResponse, known map[string]bool, 
 		s.LastUsed = s.FinishedAt
 	}
 	return s
+}
+
+// kindOf tells what a container of this instance is, by its name and
+// labels: a warm-pool container, or one of a conversation (its key), an
+// orphan when that conversation's name does not match or it is not known.
+func (r *Runtime) kindOf(name string, labels map[string]string, known map[string]bool) (pool, orphan bool, convo string, key conch.ConversationKey) {
+	if labels[LabelPool] == "1" && strings.HasPrefix(name, poolPrefix(r.opts.InstanceID)) {
+		return true, false, conch.PoolConversation, key
+	}
+	convo = labels[LabelConversation]
+	if convo == "" {
+		if e, ok := r.reg.get(name); ok {
+			convo = e.Conversation
+		}
+	}
+	key, err := conch.ParseConversationKey(convo)
+	if err != nil {
+		return false, true, convo, conch.ConversationKey{}
+	}
+	orphan = name != ContainerName(r.opts.InstanceID, key) || (known != nil && !known[convo])
+	return false, orphan, convo, key
+}
+
+// SandboxCounts implements conch.SandboxCounter: states and kinds from one
+// listing of the instance's containers, none inspected.
+func (r *Runtime) SandboxCounts(ctx context.Context) ([]conch.SandboxCount, error) {
+	if err := r.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := r.reg.refresh(); err != nil {
+		return nil, err
+	}
+	known, err := r.knownSet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list, err := r.listInstance(ctx)
+	if err != nil {
+		return nil, r.engineErr("count sandboxes", err)
+	}
+	type sk struct{ state, kind string }
+	counts := map[sk]int{}
+	for _, it := range list.Items {
+		pool, orphan, _, _ := r.kindOf(containerName(it.Names), it.Labels, known)
+		kind := "conversation"
+		switch {
+		case pool:
+			kind = "pool"
+		case orphan:
+			kind = "orphan"
+		}
+		counts[sk{string(it.State), kind}]++
+	}
+	out := make([]conch.SandboxCount, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, conch.SandboxCount{State: k.state, Kind: k.kind, N: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].State < out[j].State
+	})
+	return out, nil
 }
 
 // parseTime reads an engine's RFC 3339 time; zero for none (the engine's

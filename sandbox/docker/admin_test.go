@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -127,6 +128,19 @@ func TestAdmin(t *testing.T) {
 				if s.Created.IsZero() || time.Since(s.Created) > time.Hour {
 					t.Errorf("%s: created %v, want just now", tc.name, s.Created)
 				}
+			}
+		})
+
+		t.Run("SandboxCounts", func(t *testing.T) {
+			// One listing, no inspect: the same counts as the list.
+			counts, err := rt.SandboxCounts(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := fmt.Sprint(counts)
+			want := "[{exited conversation 1} {running conversation 1} {running orphan 1} {running pool 1}]"
+			if got != want {
+				t.Fatalf("SandboxCounts %s, want %s", got, want)
 			}
 		})
 
