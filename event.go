@@ -246,11 +246,14 @@ func DecodeEventData(typ string, raw json.RawMessage) (EventData, error) {
 }
 
 // Ephemeral reports whether an event is only fanned out live and not kept
-// in the store: streamed model text and tool output, which the final answer
-// and the tool results supersede.
+// in the store's event log: streamed model text and tool output, which the
+// final answer and the tool results supersede, and a model call's usage and
+// the context's size, which the store keeps as records of their own
+// (model_usage, the conversation's context use): kept as events too they
+// were two of a call's seven writes, read by no one.
 func Ephemeral(d EventData) bool {
 	switch d.(type) {
-	case TextDelta, ToolProgress:
+	case TextDelta, ToolProgress, ModelUsage, ContextUse:
 		return true
 	}
 	return false
