@@ -169,9 +169,11 @@ func (g *Gateway) store(ctx context.Context, in conch.Inbound) (conch.Turn, int,
 func (g *Gateway) storeOrdered(ctx context.Context, in conch.Inbound) (turn conch.Turn, pos int, durable func(context.Context) error, gated bool, err error) {
 	unlock := g.order.lock(in.Key)
 	defer unlock()
-	var dup bool
+	var dup, started bool
 	if st, ok := g.opts.Store.(StagedStore); ok {
-		turn, dup, durable, err = st.StageInbound(ctx, in)
+		start := g.mayStartNow(in.Key)
+		turn, dup, durable, err = st.StageInbound(ctx, in, start)
+		started = start && err == nil && !dup
 	} else {
 		turn, dup, err = g.opts.Store.AddInbound(ctx, in)
 	}
@@ -186,8 +188,23 @@ func (g *Gateway) storeOrdered(ctx context.Context, in conch.Inbound) (turn conc
 	g.hub.Publish(ctx, in.Key, turn.ID, conch.MessageEvent{
 		Role: conch.RoleUser, Text: in.Text, Sender: in.Sender, Origin: in.Origin.Kind, Attachments: turn.Inbound.Attachments,
 	})
-	pos, err = g.enqueue(ctx, turn, true)
+	pos, err = g.enqueue(ctx, turn, true, started)
 	return turn, pos, durable, true, err
+}
+
+// mayStartNow reports whether a message of key may be stored with its turn
+// started (StagedStore): the gateway runs, has resumed what it found, and
+// the conversation has no turn waiting or running but one whose answer is
+// out (only its end is being recorded). The caller holds key's order lock,
+// so no other message of the conversation is stored meanwhile.
+func (g *Gateway) mayStartNow(key conch.ConversationKey) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ctx == nil || g.resuming {
+		return false
+	}
+	c := g.convs[key]
+	return c == nil || (len(c.queue) == 0 && c.holding == 0 && c.started == 0 && (c.cur == nil || c.cur.answered))
 }
 
 // orderLocks serialise storing and queueing within a conversation. They are

@@ -27,8 +27,8 @@ func (s *slowDisk) wait(ctx context.Context, durable func(context.Context) error
 	return durable(ctx)
 }
 
-func (s *slowDisk) StageInbound(ctx context.Context, in conch.Inbound) (conch.Turn, bool, func(context.Context) error, error) {
-	t, dup, durable, err := s.DB.StageInbound(ctx, in)
+func (s *slowDisk) StageInbound(ctx context.Context, in conch.Inbound, start bool) (conch.Turn, bool, func(context.Context) error, error) {
+	t, dup, durable, err := s.DB.StageInbound(ctx, in, start)
 	return t, dup, func(ctx context.Context) error { return s.wait(ctx, durable) }, err
 }
 
@@ -99,5 +99,76 @@ func TestAnswerWaitsForTheDisk(t *testing.T) {
 				t.Fatalf("typing shown %d times for a message whose sync failed", n)
 			}
 		})
+	}
+}
+
+// A message to a conversation with nothing else waiting or running is
+// stored with its turn started (one commit fewer before its work); one that
+// comes while another turn runs is stored pending and started when its turn
+// comes. Either way each turn is started once (its first attempt), sees
+// exactly the messages before it, and a started turn a crash interrupts is
+// started again (its second attempt) by the next run.
+func TestTurnStoredStartedWhenIdle(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	e := newEnv(t, db)
+	bm := newBlockingModel()
+	e.model.Func = bm.fn
+	e.start()
+	ctx := context.Background()
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	e.send("room", "alice", "first")
+	if got := <-bm.started; got != "first" {
+		t.Fatalf("model started on %q", got)
+	}
+	turns := func() []conch.Turn {
+		t.Helper()
+		un, err := db.UnfinishedTurns(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return un
+	}
+	if un := turns(); len(un) != 1 || un[0].Status != conch.TurnRunning || un[0].Attempts != 1 {
+		t.Fatalf("while the first runs: %+v, want it running, attempt 1", un)
+	}
+	e.send("room", "alice", "second") // the first is running: stored pending
+	if un := turns(); len(un) != 2 || un[1].Status != conch.TurnPending || un[1].Attempts != 0 {
+		t.Fatalf("a message while a turn runs: %+v, want it pending", un)
+	}
+	bm.release <- "answer 1"
+	if got := <-bm.started; got != "second" {
+		t.Fatalf("model started on %q", got)
+	}
+	bm.release <- "answer 2"
+	e.waitFor("two replies", countKind(conch.OutboundReply, 2))
+	e.idle()
+	reqs := e.model.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if len(last) != 3 || last[0].Text != "first" || last[2].Text != "second" {
+		t.Fatalf("the second turn's view: %+v", last)
+	}
+	for _, id := range []conch.TurnID{1, 2} {
+		tr, err := db.Turn(ctx, id)
+		if err != nil || tr.Status != conch.TurnDone || tr.Attempts != 1 {
+			t.Fatalf("turn %d: %+v (%v), want done after one attempt", id, tr, err)
+		}
+	}
+
+	// Stored started, then the process dies before the turn's work: the
+	// next run starts it again.
+	e.shutdown()
+	tr, _, durable, err := db.StageInbound(ctx, conch.Inbound{Key: key, Sender: "alice", Text: "third"}, true)
+	if err != nil || durable(ctx) != nil || tr.Status != conch.TurnRunning || tr.Attempts != 1 {
+		t.Fatalf("staged started: %+v, %v", tr, err)
+	}
+	e2 := newEnv(t, db)
+	e2.model.Func = func(context.Context, conch.ModelRequest) (conch.ModelResponse, error) {
+		return conch.ModelResponse{Text: "answer 3", StopReason: conch.StopEnd}, nil
+	}
+	e2.start()
+	e2.waitFor("the resumed answer", countKind(conch.OutboundReply, 1))
+	e2.idle()
+	if tr, err := db.Turn(ctx, tr.ID); err != nil || tr.Status != conch.TurnDone || tr.Attempts != 2 {
+		t.Fatalf("resumed turn: %+v (%v), want done at its second attempt", tr, err)
 	}
 }

@@ -44,8 +44,10 @@ type Store interface {
 // so far is.
 type StagedStore interface {
 	// StageInbound stores the message as AddInbound does; durable returns
-	// once it survives a power loss.
-	StageInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, dup bool, durable func(context.Context) error, err error)
+	// once it survives a power loss. With start its turn is stored started
+	// (running, its first attempt) in the same commit: the gateway asks it
+	// only for a conversation with no other turn waiting or running.
+	StageInbound(ctx context.Context, in conch.Inbound, start bool) (t conch.Turn, dup bool, durable func(context.Context) error, err error)
 	// WaitDurable returns once every message stored so far is durable.
 	WaitDurable(ctx context.Context) error
 }
@@ -399,7 +401,7 @@ func (g *Gateway) resume(ctx context.Context) error {
 		return fmt.Errorf("resume: %w", err)
 	}
 	for _, t := range turns {
-		if _, err := g.enqueue(ctx, t, false); err != nil {
+		if _, err := g.enqueue(ctx, t, false, false); err != nil {
 			return fmt.Errorf("resume: %w", err)
 		}
 	}
@@ -420,10 +422,14 @@ const alreadyQueued = -1
 // take it, so its running state always comes after. Publishing keeps the
 // event (a store write): it happens outside g.mu, which every conversation
 // shares, while the turn is held (conversation.holding) — its worker does
-// not take it until it is announced.
-func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce bool) (int, error) {
+// not take it until it is announced. With started, the turn was stored
+// started (StagedStore): its worker does not start it again.
+func (g *Gateway) enqueue(ctx context.Context, t conch.Turn, announce, started bool) (int, error) {
 	g.mu.Lock()
 	pos, announcePos, c := g.enqueueLocked(t)
+	if started && c != nil && pos != alreadyQueued {
+		c.started = t.ID
+	}
 	if !announce || announcePos < 0 {
 		g.mu.Unlock()
 		return pos, nil

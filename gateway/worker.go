@@ -40,6 +40,9 @@ type conversation struct {
 	// holding is a queued turn whose pending state is being announced
 	// (enqueue): the worker does not take it before.
 	holding conch.TurnID
+	// started is a queued turn stored already started (StagedStore):
+	// its worker does not start it again.
+	started conch.TurnID
 	cur     *running
 	// full counts the turns in a row that waited for room in the store
 	// (the worker's own; it paces the next wait).
@@ -128,10 +131,22 @@ func (c *conversation) cancelCurrent(ctx context.Context, cause error) bool {
 	return true
 }
 
+// takeStarted reports whether turn was stored started, once.
+func (c *conversation) takeStarted(turn conch.TurnID) bool {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	if c.started != turn {
+		return false
+	}
+	c.started = 0
+	return true
+}
+
 // close drops queued turns and cancels the running one.
 func (c *conversation) close(cause error) {
 	c.g.mu.Lock()
 	c.queue = nil
+	c.started = 0
 	c.g.mu.Unlock()
 	c.cancelCurrent(context.Background(), cause)
 }
@@ -147,7 +162,13 @@ func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn,
 		c.abandon(ctx, t, log)
 		return t, false
 	}
-	started, err := g.opts.Store.StartTurn(ctx, t.ID)
+	var started conch.Turn
+	var err error
+	if c.takeStarted(t.ID) {
+		started = t // stored started with its message
+	} else {
+		started, err = g.opts.Store.StartTurn(ctx, t.ID)
+	}
 	if errors.Is(err, conch.ErrStoreFull) {
 		log.Warn("the store's disk is full; the turn waits for room", "err", err)
 		return t, true

@@ -40,7 +40,7 @@ func TestStageInboundVisibleBeforeDurable(t *testing.T) {
 	defer d.Close()
 	started, release := blockSync(d)
 	key := conch.ConversationKey{Channel: "web", ID: "1"}
-	tr, dup, durable, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "hi", ExternalID: "m1"})
+	tr, dup, durable, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "hi", ExternalID: "m1"}, false)
 	if err != nil || dup {
 		t.Fatalf("StageInbound: %v (dup %v)", err, dup)
 	}
@@ -56,7 +56,7 @@ func TestStageInboundVisibleBeforeDurable(t *testing.T) {
 		t.Fatalf("StartTurn during the fsync: %v", err)
 	}
 	// A redelivery finds it, and waits for the same disk.
-	_, dup, dupDurable, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "hi", ExternalID: "m1"})
+	_, dup, dupDurable, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "hi", ExternalID: "m1"}, false)
 	if err != nil || !dup {
 		t.Fatalf("redelivery: %v (dup %v), want dup", err, dup)
 	}
@@ -184,7 +184,7 @@ func TestSyncFailureIsFinal(t *testing.T) {
 	if _, err := d.StartTurn(ctx, ok.ID); !errors.Is(err, errSyncFailed) || errors.Is(err, conch.ErrStoreFull) {
 		t.Errorf("a change after a failed fsync: %v, want the sync failure (not disk full)", err)
 	}
-	if _, _, _, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "after"}); !errors.Is(err, errSyncFailed) {
+	if _, _, _, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "after"}, false); !errors.Is(err, errSyncFailed) {
 		t.Errorf("StageInbound after a failed fsync: %v, want the sync failure", err)
 	}
 	if err := d.Close(); err != nil {
@@ -213,7 +213,7 @@ func TestOpenSyncsWhatItFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := d.StageInbound(ctx, conch.Inbound{Key: conch.ConversationKey{Channel: "web", ID: "1"}, Sender: "u", Text: "hi"}); err != nil {
+	if _, _, _, err := d.StageInbound(ctx, conch.Inbound{Key: conch.ConversationKey{Channel: "web", ID: "1"}, Sender: "u", Text: "hi"}, false); err != nil {
 		t.Fatal(err)
 	}
 	d.Close() // the staged message was never waited for

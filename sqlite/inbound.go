@@ -16,8 +16,12 @@ type inboundReq struct {
 	refs string // JSON of in.Thread.References, "" when none
 	atts string // JSON of in.Attachments, "" when none
 	now  time.Time
-	t    conch.Turn
-	dup  bool
+	// start stores the turn started (running, its first attempt), as
+	// StartTurn would right after.
+	start bool
+	conv  int64 // the conversation's row, set by addInboundTx
+	t     conch.Turn
+	dup   bool
 }
 
 // AddInbound stores the message and a pending turn for it, durably: when it
@@ -26,7 +30,7 @@ type inboundReq struct {
 // stored returns the existing turn and dup = true. A zero ReceivedAt is
 // stored as the current time. Concurrent calls are committed together.
 func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (conch.Turn, bool, error) {
-	t, dup, durable, err := d.StageInbound(ctx, in)
+	t, dup, durable, err := d.StageInbound(ctx, in, false)
 	if err == nil {
 		err = durable(ctx)
 	}
@@ -46,7 +50,14 @@ func (d *DB) AddInbound(ctx context.Context, in conch.Inbound) (conch.Turn, bool
 // message (dup), durable also waits for the commit that stored it, should
 // its fsync still be under way. durable does not give up when its ctx
 // ends: the fsync it waits for is short and under way.
-func (d *DB) StageInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, dup bool, durable func(context.Context) error, err error) {
+//
+// With start the turn is stored started (running, its first attempt) in the
+// message's own transaction, as StartTurn would store it right after: one
+// commit fewer before the turn's work. Only for a conversation with no
+// other turn waiting or running (the gateway knows): a started turn's
+// messages are part of the model's view at once. A redelivered message
+// (dup) returns its turn as it stands.
+func (d *DB) StageInbound(ctx context.Context, in conch.Inbound, start bool) (t conch.Turn, dup bool, durable func(context.Context) error, err error) {
 	if err := validKey(in.Key); err != nil {
 		return conch.Turn{}, false, nil, fmt.Errorf("add inbound: %w", err)
 	}
@@ -56,7 +67,7 @@ func (d *DB) StageInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, 
 	if err := ctx.Err(); err != nil {
 		return conch.Turn{}, false, nil, fmt.Errorf("add inbound to %s: %w", in.Key, err)
 	}
-	r := &inboundReq{in: in, now: d.now()}
+	r := &inboundReq{in: in, now: d.now(), start: start}
 	if len(in.Thread.References) > 0 {
 		b, err := json.Marshal(in.Thread.References)
 		if err != nil {
@@ -79,6 +90,9 @@ func (d *DB) StageInbound(ctx context.Context, in conch.Inbound) (t conch.Turn, 
 	w := &writeReq{ctx: ctx, durable: true, stage: true, fn: func(ctx context.Context, tx *sql.Tx) error { return d.addInboundTx(ctx, tx, r) }}
 	if err := d.enqueueReq(w); err != nil {
 		return conch.Turn{}, false, nil, fmt.Errorf("add inbound to %s: %w", in.Key, err)
+	}
+	if r.start && !r.dup {
+		d.history.written(r.conv, r.t.ID) // its messages are part of the view now (StartTurn)
 	}
 	durable = func(context.Context) error {
 		if w.synced == 0 {
@@ -122,6 +136,15 @@ func (d *DB) addInboundTx(ctx context.Context, tx *sql.Tx, r *inboundReq) error 
 	if _, err := tx.StmtContext(ctx, d.ws.addUserMessage).ExecContext(ctx, convID, id, gen, in.Text, millis(r.now)); err != nil {
 		return err
 	}
+	status, attempts := conch.TurnPending, 0
+	if r.start {
+		var conv int64
+		if err := tx.StmtContext(ctx, d.ws.startTurn).QueryRowContext(ctx, millis(r.now), id).Scan(&conv); err != nil {
+			return err
+		}
+		status, attempts = conch.TurnRunning, 1
+	}
+	r.conv = convID
 	in.ReceivedAt = normTime(in.ReceivedAt)
 	if len(in.Thread.References) == 0 {
 		in.Thread.References = nil
@@ -132,6 +155,6 @@ func (d *DB) addInboundTx(ctx context.Context, tx *sql.Tx, r *inboundReq) error 
 		// What a stored turn reads back: no Open, which belongs to the channel.
 		in.Attachments, _ = decodeAttachments(r.atts)
 	}
-	r.t = conch.Turn{ID: conch.TurnID(id), Key: in.Key, Inbound: in, Status: conch.TurnPending, CreatedAt: normTime(r.now)}
+	r.t = conch.Turn{ID: conch.TurnID(id), Key: in.Key, Inbound: in, Status: status, Attempts: attempts, CreatedAt: normTime(r.now)}
 	return nil
 }

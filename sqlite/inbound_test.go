@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +140,51 @@ func TestInboundGroupCommit(t *testing.T) {
 	// The first leader's batch, then everybody who queued behind it.
 	if d.writes.groups > 2 {
 		t.Errorf("%d callers took %d groups, want at most 2", callers, d.writes.groups)
+	}
+}
+
+// StageInbound with start stores the turn started in the message's own
+// commit: running, its first attempt, its message in the model's view at
+// once (also through a view kept from before); a redelivery returns the
+// turn as it stands.
+func TestStageInboundStarted(t *testing.T) {
+	ctx := t.Context()
+	d, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	key := conch.ConversationKey{Channel: "web", ID: "s"}
+	first, _, err := d.AddInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.StartTurn(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.FinishTurn(ctx, first.ID, conch.TurnDone, ""); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := d.ModelHistory(ctx, key, 0); err != nil || len(h.Messages) != 1 { // keeps the view
+		t.Fatalf("view before: %+v, %v", h.Messages, err)
+	}
+	tr, dup, durable, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "two", ExternalID: "x2"}, true)
+	if err != nil || dup || durable(ctx) != nil {
+		t.Fatalf("stage started: %v, dup %v", err, dup)
+	}
+	if tr.Status != conch.TurnRunning || tr.Attempts != 1 {
+		t.Fatalf("returned %+v, want running at attempt 1", tr)
+	}
+	stored, err := d.Turn(ctx, tr.ID)
+	if err != nil || stored.Status != conch.TurnRunning || stored.Attempts != 1 {
+		t.Fatalf("stored %+v (%v), want running at attempt 1", stored, err)
+	}
+	h, err := d.ModelHistory(ctx, key, tr.ID)
+	if err != nil || len(h.Messages) != 2 || h.Messages[1].Text != "two" {
+		t.Fatalf("view through the started turn: %+v (%v)", h.Messages, err)
+	}
+	again, dup, durable, err := d.StageInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "two", ExternalID: "x2"}, true)
+	if err != nil || !dup || durable(ctx) != nil || again.ID != tr.ID || again.Attempts != 1 {
+		t.Fatalf("redelivery: %+v dup %v (%v)", again, dup, err)
 	}
 }
