@@ -599,15 +599,19 @@ func BenchmarkSoak(b *testing.B) {
 	// the time is up), at least as long as idle sandboxes take to stop.
 	settled := loaded
 	settleStart := time.Now()
-	// Go's figures every 30 s only: their page's allocation, every 5 s,
-	// would keep conch from ever going quiet for internal/idletrim.
-	for i := 1; time.Since(settleStart) < *soakSettle; i++ {
+	// Without Go's figures: their page makes conch read its memory
+	// statistics and allocate, which, every 5 s, kept conch from going
+	// quiet for internal/idletrim, and each read maps back about 10 MiB of
+	// the program's pages the idle trim had given back (the settled figure
+	// was the measurement's). They are read once, after the last sample.
+	for time.Since(settleStart) < *soakSettle {
 		time.Sleep(5 * time.Second)
-		settled = sampleNow(i%6 == 0)
+		settled = sampleNow(false)
 		if time.Since(settleStart) > min(75*time.Second, *soakSettle/2) && settled.goroutines <= base.goroutines && settled.fds <= base.fds {
 			break
 		}
 	}
+	sampleNow(true) // Go's figures at the end, for the series
 	p.heapProfile(b, "2-settled")
 	time.Sleep(500 * time.Millisecond) // the last answers' sends are seen
 	close(stopWatch)

@@ -13,6 +13,7 @@ package idletrim
 import (
 	"context"
 	"log/slog"
+	"math"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -32,10 +33,14 @@ type Options struct {
 	// the trim: it drops what is kept in memory only to save work while
 	// busy (the store's model views), so the trim returns that too.
 	Release func()
-	// Program, if set, is called on every busy-to-idle transition too:
-	// it unmaps the program's pages that work touched (ReleaseProgram) and
-	// returns how many bytes were resident.
-	Program func() (uint64, error)
+	// Program, if set, unmaps the program's pages (ReleaseProgram) when
+	// at least the given bytes of them are resident: on every busy-to-idle
+	// transition (0: always), and while idle whenever what idle work maps
+	// back (a sandbox stopped, a page served) grew past what the first
+	// quiet period after the release used by ProgramRegrowth.
+	Program func(atLeast uint64) (resident uint64, released bool, err error)
+	// ProgramRegrowth is that growth (4 MiB).
+	ProgramRegrowth uint64
 	// Logger gets one debug line per trim (nil: none).
 	Logger *slog.Logger
 	// trim replaces debug.FreeOSMemory in tests.
@@ -61,6 +66,9 @@ func Run(ctx context.Context, o Options) {
 	if o.MinReturn == 0 {
 		o.MinReturn = 2 << 20
 	}
+	if o.ProgramRegrowth == 0 {
+		o.ProgramRegrowth = 4 << 20
+	}
 	if o.trim == nil {
 		o.trim = debug.FreeOSMemory
 	}
@@ -83,6 +91,9 @@ type trimmer struct {
 	read    func() sample
 	last    sample
 	trimmed bool
+	// progFloor is what of the program idle work keeps resident, measured
+	// at the first quiet period after a release (0: not yet).
+	progFloor uint64
 }
 
 func newTrimmer(o Options, read func() sample) *trimmer {
@@ -97,21 +108,16 @@ func (t *trimmer) step() {
 	now := t.read()
 	if now.allocs-t.last.allocs >= t.o.Quiet {
 		t.trimmed = false // busy: trim when it goes quiet
-	} else if !t.trimmed {
+	} else if t.trimmed {
+		t.program(false) // idle on: only what idle work mapped back
+	} else {
 		t.trimmed = true
 		released := false
 		if t.o.Release != nil {
 			t.o.Release()
 			released = true // garbage the counters see only after a collection
 		}
-		if t.o.Program != nil {
-			n, err := t.o.Program()
-			if err != nil && t.o.Logger != nil {
-				t.o.Logger.Warn("idle: the program's pages not released", "err", err)
-			} else if t.o.Logger != nil {
-				t.o.Logger.Debug("idle: program pages released", "resident_mib", mib(n))
-			}
-		}
+		t.program(true)
 		if spare := now.spare(); released || spare >= t.o.MinReturn {
 			t.o.trim()
 			after := t.read()
@@ -122,6 +128,36 @@ func (t *trimmer) step() {
 		}
 	}
 	t.last = now
+}
+
+// program releases the program's pages: always after work, and while idle
+// once they grew ProgramRegrowth past what the first idle period kept.
+func (t *trimmer) program(afterWork bool) {
+	if t.o.Program == nil {
+		return
+	}
+	var atLeast uint64
+	switch {
+	case afterWork:
+	case t.progFloor == 0:
+		atLeast = math.MaxUint64 // measure what idle work keeps
+	default:
+		atLeast = t.progFloor + t.o.ProgramRegrowth
+	}
+	n, released, err := t.o.Program(atLeast)
+	switch {
+	case err != nil:
+		if t.o.Logger != nil {
+			t.o.Logger.Warn("idle: the program's pages not released", "err", err)
+		}
+	case released:
+		t.progFloor = 0
+		if t.o.Logger != nil {
+			t.o.Logger.Debug("idle: program pages released", "resident_mib", mib(n), "after_work", afterWork)
+		}
+	case t.progFloor == 0:
+		t.progFloor = max(n, 1)
+	}
 }
 
 // sample is what Run reads of the runtime's memory.

@@ -75,7 +75,7 @@ func TestReleaseBeforeTrim(t *testing.T) {
 	var calls []string
 	tr := newTrimmer(Options{Quiet: 100, MinReturn: 1000,
 		Release: func() { calls = append(calls, "release") },
-		Program: func() (uint64, error) { calls = append(calls, "program"); return 0, nil },
+		Program: func(uint64) (uint64, bool, error) { calls = append(calls, "program"); return 0, true, nil },
 		trim:    func() { calls = append(calls, "trim") }}, func() sample { return cur })
 	period := func(alloc uint64) string {
 		cur.allocs += alloc
@@ -91,11 +91,59 @@ func TestReleaseBeforeTrim(t *testing.T) {
 		{0, "[release program trim]", "quiet after start (work): release, the program's pages, then trim"},
 		{1 << 20, "[release program trim]", "busy"},
 		{10, "[release program trim release program trim]", "quiet after work"},
-		{10, "[release program trim release program trim]", "still quiet: nothing more"},
+		{10, "[release program trim release program trim program]", "still quiet: only the program's pages looked at"},
 	}
 	for _, st := range steps {
 		if got := period(st.alloc); got != st.want {
 			t.Fatalf("%s: calls %s, want %s", st.what, got, st.want)
 		}
+	}
+}
+
+// TestProgramReleasedAgainWhenIdleWorkGrowsIt: after work the program's
+// pages are released; the first quiet period after measures what idle work
+// keeps resident; later quiet periods release again only once that grew by
+// ProgramRegrowth (a sandbox stopped, a page served), never while busy.
+func TestProgramReleasedAgainWhenIdleWorkGrowsIt(t *testing.T) {
+	var cur sample
+	resident := uint64(40 << 20)
+	var asked []uint64
+	releases := 0
+	tr := newTrimmer(Options{Quiet: 100, MinReturn: 1 << 40, ProgramRegrowth: 4 << 20, trim: func() {},
+		Program: func(atLeast uint64) (uint64, bool, error) {
+			asked = append(asked, atLeast)
+			n := resident
+			if n < atLeast {
+				return n, false, nil
+			}
+			releases++
+			resident = 1 << 20 // what the release leaves
+			return n, true, nil
+		}}, func() sample { return cur })
+	period := func(alloc uint64, grow uint64) {
+		cur.allocs += alloc
+		resident += grow
+		tr.step()
+	}
+	period(0, 0) // quiet after start: released
+	if releases != 1 || asked[0] != 0 {
+		t.Fatalf("after start: %d releases, asked %v", releases, asked)
+	}
+	period(0, 2<<20) // first idle period: measured (3 MiB), not released
+	period(0, 2<<20) // 5 MiB: less than 3 + 4
+	if releases != 1 {
+		t.Fatalf("released again below the regrowth: asked %v", asked)
+	}
+	period(0, 3<<20) // 8 MiB >= 7: released
+	if releases != 2 {
+		t.Fatalf("not released after idle work grew the program by 5 MiB: asked %v", asked)
+	}
+	period(1<<20, 30<<20) // busy: nothing
+	if releases != 2 {
+		t.Fatalf("released while busy")
+	}
+	period(0, 0) // quiet after work: released whatever is resident
+	if releases != 3 {
+		t.Fatalf("not released after work: asked %v", asked)
 	}
 }

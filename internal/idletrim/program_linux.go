@@ -18,29 +18,38 @@ import (
 // process running the same file: sandboxd in each sandbox); what runs again
 // maps its pages back with a minor fault. A mapping holding private copies
 // (Anonymous > 0: written to, a debugger's breakpoint) is left alone, since
-// unmapping would drop the change. It returns the bytes that were resident.
-func ReleaseProgram() (uint64, error) {
+// unmapping would drop the change. It does so only when at least atLeast
+// bytes of them are resident (0: always), and returns how many were and
+// whether it released them.
+func ReleaseProgram(atLeast uint64) (resident uint64, released bool, err error) {
 	exe, err := os.Stat("/proc/self/exe")
 	if err != nil {
-		return 0, fmt.Errorf("release program pages: %w", err)
+		return 0, false, fmt.Errorf("release program pages: %w", err)
 	}
 	ino := exe.Sys().(*syscall.Stat_t).Ino
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
-		return 0, fmt.Errorf("release program pages: %w", err)
+		return 0, false, fmt.Errorf("release program pages: %w", err)
 	}
-	var released uint64
-	for _, m := range programMappings(smaps, ino) {
+	ms := programMappings(smaps, ino)
+	for _, m := range ms {
+		if m.anon == 0 {
+			resident += m.rss
+		}
+	}
+	if resident < atLeast {
+		return resident, false, nil
+	}
+	for _, m := range ms {
 		if m.anon > 0 {
 			continue
 		}
 		// The addresses are the kernel's, not Go pointers: madvise takes them as they are.
 		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, m.start, m.end-m.start, syscall.MADV_DONTNEED); errno != 0 {
-			return released, fmt.Errorf("release program pages %x-%x: %w", m.start, m.end, errno)
+			return resident, false, fmt.Errorf("release program pages %x-%x: %w", m.start, m.end, errno)
 		}
-		released += m.rss
 	}
-	return released, nil
+	return resident, true, nil
 }
 
 // mapping is one mapping of /proc/self/smaps that ReleaseProgram may drop.

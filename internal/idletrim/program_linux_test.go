@@ -33,8 +33,11 @@ func TestReleaseProgram(t *testing.T) {
 	if before < 1<<20 {
 		t.Fatalf("%d bytes of the program resident before: the mappings were not found", before)
 	}
-	released, err := ReleaseProgram()
-	if err != nil {
+	if n, released, err := ReleaseProgram(1 << 50); err != nil || released || n < before/2 {
+		t.Fatalf("ReleaseProgram above what is resident: %d resident, released %v, %v", n, released, err)
+	}
+	released, ok, err := ReleaseProgram(0)
+	if err != nil || !ok {
 		t.Fatal(err)
 	}
 	after := resident()
@@ -93,7 +96,7 @@ func BenchmarkReleaseProgram(b *testing.B) {
 		work()
 		warm += time.Since(t0)
 		t1 := time.Now()
-		if _, err := ReleaseProgram(); err != nil {
+		if _, _, err := ReleaseProgram(0); err != nil {
 			b.Fatal(err)
 		}
 		release += time.Since(t1)

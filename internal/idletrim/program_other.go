@@ -4,4 +4,4 @@ package idletrim
 
 // ReleaseProgram does nothing where the program's pages cannot be told
 // apart (see the Linux version).
-func ReleaseProgram() (uint64, error) { return 0, nil }
+func ReleaseProgram(uint64) (uint64, bool, error) { return 0, false, nil }
