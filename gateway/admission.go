@@ -284,6 +284,8 @@ func shortRef(ref string) string {
 // ConversationClosed implements conch.Handler: the worker is stopped, queued
 // turns are dropped and everything held for the conversation released.
 func (g *Gateway) ConversationClosed(ctx context.Context, key conch.ConversationKey) error {
+	// Under the conversation's submission lock, as reset.
+	unlock := g.order.lock(key)
 	g.mu.Lock()
 	c := g.convs[key]
 	delete(g.convs, key)
@@ -291,11 +293,13 @@ func (g *Gateway) ConversationClosed(ctx context.Context, key conch.Conversation
 	if c != nil {
 		c.close(errClosed)
 	}
-	if err := g.opts.Store.ResetConversation(ctx, key); err != nil {
+	err := g.opts.Store.ResetConversation(ctx, key)
+	unlock()
+	if err != nil {
 		return fmt.Errorf("close %s: %w", key, err)
 	}
 	g.forgetApprovals(ctx, key)
-	err := g.release(ctx, key)
+	err = g.release(ctx, key)
 	g.hub.Forget(key)
 	if err != nil {
 		return fmt.Errorf("close %s: %w", key, err)

@@ -85,8 +85,13 @@ func (g *Gateway) conv(key conch.ConversationKey) *conversation {
 // reset forgets the conversation: running and queued turns end, history is
 // hidden, the sandbox is removed.
 func (g *Gateway) reset(ctx context.Context, key conch.ConversationKey) (string, error) {
+	// Under the conversation's submission lock: a message being stored
+	// (perhaps with its turn started) is queued before the reset ends it.
+	unlock := g.order.lock(key)
 	g.conv(key).close(errReset)
-	if err := g.opts.Store.ResetConversation(ctx, key); err != nil {
+	err := g.opts.Store.ResetConversation(ctx, key)
+	unlock()
+	if err != nil {
 		return "", fmt.Errorf("reset %s: %w", key, err)
 	}
 	g.forgetApprovals(ctx, key)
@@ -120,7 +125,7 @@ func (g *Gateway) status(ctx context.Context, key conch.ConversationKey) string 
 	g.mu.Unlock()
 	if cur != nil {
 		fmt.Fprintf(&b, "Working on “%s” for %s (attempt %d of %d).",
-			clip(cur.turn.Inbound.Text, 60), g.opts.Now().Sub(cur.started).Round(time.Second), max(cur.turn.Attempts+1, 1), g.opts.MaxAttempts)
+			clip(cur.turn.Inbound.Text, 60), g.opts.Now().Sub(cur.started).Round(time.Second), cur.attempt, g.opts.MaxAttempts)
 	} else {
 		b.WriteString("Idle.")
 	}

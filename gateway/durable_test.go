@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,5 +172,72 @@ func TestTurnStoredStartedWhenIdle(t *testing.T) {
 	e2.idle()
 	if tr, err := db.Turn(ctx, tr.ID); err != nil || tr.Status != conch.TurnDone || tr.Attempts != 2 {
 		t.Fatalf("resumed turn: %+v (%v), want done at its second attempt", tr, err)
+	}
+}
+
+// resetDuringStore is the real store that starts a reset of the
+// conversation (from another goroutine, as a channel's /reset comes) while
+// the message is being stored.
+type resetDuringStore struct {
+	*sqlite.DB
+	once  sync.Once
+	reset func()
+}
+
+func (s *resetDuringStore) StageInbound(ctx context.Context, in conch.Inbound, start bool) (conch.Turn, bool, func(context.Context) error, error) {
+	t, dup, durable, err := s.DB.StageInbound(ctx, in, start)
+	s.once.Do(func() { go s.reset() })
+	return t, dup, durable, err
+}
+
+// A reset that comes while a message is being stored (its turn perhaps
+// stored started) ends that turn: it is queued before the reset and
+// cancelled or dropped by it, never run to an answer after it, and the store
+// keeps it stopped by the reset.
+func TestResetWhileAMessageIsStored(t *testing.T) {
+	db := sqlitetest.MustOpenFile(t)
+	key := conch.ConversationKey{Channel: cli, ID: "room"}
+	resetDone := make(chan error, 1)
+	var e *env
+	rs := &resetDuringStore{DB: db}
+	rs.reset = func() { resetDone <- e.gw.Reset(context.Background(), key) }
+	e = newEnvWith(t, db, func(o *Options) { o.Store = rs })
+	e.model.Func = func(ctx context.Context, _ conch.ModelRequest) (conch.ModelResponse, error) {
+		<-ctx.Done() // the reset cancels the turn
+		return conch.ModelResponse{}, ctx.Err()
+	}
+	e.start()
+	e.send("room", "alice", "before the reset")
+	if err := <-resetDone; err != nil {
+		t.Fatal(err)
+	}
+	e.idle()
+	tr, err := db.Turn(context.Background(), 1)
+	if err != nil || tr.Status != conch.TurnStopped || tr.StoppedReason != "reset" {
+		t.Fatalf("turn after the reset: %+v (%v), want stopped by the reset", tr, err)
+	}
+	if out := texts(e.ch.Sent(), conch.OutboundReply); len(out) != 0 {
+		t.Fatalf("replies after the reset: %q", out)
+	}
+}
+
+// With max_attempts = 1 a turn stored started runs (its first attempt), and
+// /status says it is on attempt 1.
+func TestStoredStartedIsTheFirstAttempt(t *testing.T) {
+	e := newEnvWith(t, nil, func(o *Options) { o.MaxAttempts = 1 })
+	bm := newBlockingModel()
+	e.model.Func = bm.fn
+	e.start()
+	e.send("room", "alice", "hi")
+	<-bm.started
+	st := e.gw.Status(context.Background(), conch.ConversationKey{Channel: cli, ID: "room"})
+	bm.release <- "answer"
+	e.waitFor("the answer", countKind(conch.OutboundReply, 1))
+	e.idle()
+	if !strings.Contains(st, "attempt 1 of 1") {
+		t.Fatalf("status on the first attempt: %q", st)
+	}
+	if got := texts(e.ch.Sent(), conch.OutboundReply); len(got) != 1 || got[0] != "answer" {
+		t.Fatalf("replies %q, want the answer (not given up)", got)
 	}
 }

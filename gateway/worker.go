@@ -51,7 +51,9 @@ type conversation struct {
 
 // running is the turn being worked on.
 type running struct {
-	turn    conch.Turn
+	turn conch.Turn
+	// attempt is the turn's attempt being made (1: its first).
+	attempt int
 	started time.Time
 	cancel  context.CancelCauseFunc
 	done    chan struct{}
@@ -81,12 +83,21 @@ func (c *conversation) work(ctx context.Context) {
 		}
 		t := c.queue[0]
 		c.queue = c.queue[1:]
+		// A turn stored started is on its first attempt already.
+		stored := c.started == t.ID
+		if stored {
+			c.started = 0
+		}
+		attempt := t.Attempts + 1
+		if stored {
+			attempt = t.Attempts
+		}
 		tctx, cancel := context.WithCancelCause(ctx)
-		r := &running{turn: t, started: g.opts.Now(), cancel: cancel, done: make(chan struct{})}
+		r := &running{turn: t, attempt: attempt, started: g.opts.Now(), cancel: cancel, done: make(chan struct{})}
 		c.cur = r
 		g.mu.Unlock()
 
-		t, wait := c.process(tctx, t)
+		t, wait := c.process(tctx, t, stored)
 		cancel(nil)
 
 		g.mu.Lock()
@@ -131,17 +142,6 @@ func (c *conversation) cancelCurrent(ctx context.Context, cause error) bool {
 	return true
 }
 
-// takeStarted reports whether turn was stored started, once.
-func (c *conversation) takeStarted(turn conch.TurnID) bool {
-	c.g.mu.Lock()
-	defer c.g.mu.Unlock()
-	if c.started != turn {
-		return false
-	}
-	c.started = 0
-	return true
-}
-
 // close drops queued turns and cancels the running one.
 func (c *conversation) close(cause error) {
 	c.g.mu.Lock()
@@ -154,19 +154,20 @@ func (c *conversation) close(cause error) {
 // process runs one turn to its end and delivers the answer. It reports
 // wait (with the turn as it stands) when the store's disk was full: the
 // turn has not ended and must run again once there is room.
-func (c *conversation) process(ctx context.Context, t conch.Turn) (_ conch.Turn, wait bool) {
+//
+// stored says the turn was stored started with its message (its first
+// attempt, StagedStore): it is not started again.
+func (c *conversation) process(ctx context.Context, t conch.Turn, stored bool) (_ conch.Turn, wait bool) {
 	g := c.g
 	defer g.submits.forget(t.ID)
 	log := g.log.With("conversation", c.key, "turn", t.ID)
-	if t.Attempts >= g.opts.MaxAttempts {
+	if !stored && t.Attempts >= g.opts.MaxAttempts {
 		c.abandon(ctx, t, log)
 		return t, false
 	}
-	var started conch.Turn
+	started := t
 	var err error
-	if c.takeStarted(t.ID) {
-		started = t // stored started with its message
-	} else {
+	if !stored {
 		started, err = g.opts.Store.StartTurn(ctx, t.ID)
 	}
 	if errors.Is(err, conch.ErrStoreFull) {

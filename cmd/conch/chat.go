@@ -91,6 +91,9 @@ func (a *app) chat(ctx context.Context, conversation string) error {
 		if err := gw.WaitIdle(ctx); err != nil {
 			cancel()
 			<-errc
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause // the store failed (stopWhenStoreFails)
+			}
 			return nil // interrupted: unfinished turns resume next time
 		}
 		cancel()

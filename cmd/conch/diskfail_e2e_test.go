@@ -40,11 +40,8 @@ func newFailingDisk(t *testing.T) *failingDisk {
 		return strings.TrimSpace(string(out))
 	}
 	run("a small tmpfs", "mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", back)
-	t.Cleanup(func() { exec.Command("umount", "-l", back).Run() })
+	t.Cleanup(func() { unmount(back) })
 	img := filepath.Join(back, "disk.img")
-	if err := os.Truncate(img, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
 	f, err := os.Create(img)
 	if err != nil {
 		t.Fatal(err)
@@ -55,8 +52,16 @@ func newFailingDisk(t *testing.T) *failingDisk {
 	loop := run("a loop device (losetup)", "losetup", "-f", "--show", img)
 	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
 	run("mounting a loop device", "mount", loop, dir)
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	t.Cleanup(func() { unmount(dir) })
 	return &failingDisk{dir: dir, back: back}
+}
+
+// unmount unmounts dir, lazily only when it is still busy (the loop device
+// and the tmpfs are freed once nothing holds them).
+func unmount(dir string) {
+	if exec.Command("umount", dir).Run() != nil {
+		exec.Command("umount", "-l", dir).Run()
+	}
 }
 
 // fail fills the tmpfs under the disk: new blocks can no longer be written.

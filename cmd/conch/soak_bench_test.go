@@ -417,9 +417,12 @@ func BenchmarkSoak(b *testing.B) {
 			p.cmd.Process.Kill()
 			<-exited
 		}
+		out, _ := os.ReadFile(p.stderr)
 		if b.Failed() {
-			out, _ := os.ReadFile(p.stderr)
 			b.Logf("conch's stderr (tail):\n%s", tailOf(out, 6000))
+		}
+		if *soakOut != "" { // conch's log beside the series (CONCH_LOG_LEVEL=debug shows the idle trims)
+			_ = os.WriteFile(filepath.Join(*soakOut, "soak-stderr.txt"), out, 0o644)
 		}
 	})
 	waitFor := func(what string, d time.Duration, cond func() bool) {

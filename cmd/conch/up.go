@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -122,6 +123,9 @@ func (a *app) up(ctx context.Context) error {
 	<-schedDone
 	<-janitorDone
 	log.Info("conch is shutting down")
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // the store failed while the gateway was still starting
+	}
 	if err != nil {
 		// A channel that failed for good ends conch non-zero so a
 		// supervisor restarts it.

@@ -110,6 +110,7 @@ func (t *trimmer) step() {
 		t.trimmed = false // busy: trim when it goes quiet
 	} else if t.trimmed {
 		t.program(false) // idle on: only what idle work mapped back
+		now = t.read()   // what that allocated is not the next period's work
 	} else {
 		t.trimmed = true
 		released := false

@@ -110,3 +110,25 @@ func BenchmarkReleaseProgram(b *testing.B) {
 	b.ReportMetric(float64(cold.Microseconds())/n, "work-after-release-us")
 	b.ReportMetric(0, "ns/op")
 }
+
+var idleSink [][]byte
+
+// TestIdleMeasureIsNotWork: with the real sampler and ReleaseProgram, a
+// quiet process that allocates a little in the background (120 KB a period,
+// well under Quiet) is trimmed once, after start; looking at its program's
+// pages every idle period (which allocates itself) does not count as work
+// that would trim again and again.
+func TestIdleMeasureIsNotWork(t *testing.T) {
+	trims := 0
+	tr := newTrimmer(Options{Quiet: 256 << 10, MinReturn: 2 << 20, Program: ReleaseProgram, trim: func() { trims++ }}, newSampler().read)
+	for range 24 {
+		idleSink = idleSink[:0]
+		for range 120 {
+			idleSink = append(idleSink, make([]byte, 1024))
+		}
+		tr.step()
+	}
+	if trims > 1 {
+		t.Fatalf("%d trims over 24 quiet periods, want the one after start", trims)
+	}
+}
