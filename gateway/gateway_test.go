@@ -79,9 +79,16 @@ func (e *env) waitRunning() {
 	defer cancel()
 	for {
 		e.gw.mu.Lock()
-		ok := e.gw.ctx != nil
+		ok, started := e.gw.ctx != nil, e.gw.started
 		e.gw.mu.Unlock()
 		if ok {
+			// Running, and done resuming what it found: a message sent
+			// now is announced by its own submission.
+			select {
+			case <-started:
+			case <-ctx.Done():
+				e.t.Fatal("gateway did not finish resuming")
+			}
 			return
 		}
 		select {
