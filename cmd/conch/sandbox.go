@@ -78,7 +78,7 @@ the cache dir): conch-sandbox-<agents>:<hash>. It prints the reference.`,
 		},
 	}
 	build.Flags().StringSliceVar(&agents, "agents", nil, "coding-agent CLIs to add, comma separated: "+strings.Join(coders.Builtin().Names(), ", "))
-	image.AddCommand(build)
+	image.AddCommand(build, a.sandboxImagePushCmd())
 	cmd.AddCommand(image, a.sandboxLsCmd(), a.sandboxInspectCmd(), a.sandboxExecCmd(), a.sandboxRmCmd(), a.sandboxPruneCmd())
 	return cmd
 }
