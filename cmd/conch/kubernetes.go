@@ -18,6 +18,12 @@ import (
 	"k8s.io/klog/v2"
 )
 
+var (
+	_ sandboxRuntime = (*kubernetes.Runtime)(nil)
+	_ refRemover     = (*kubernetes.Runtime)(nil)
+	_ pruner         = (*kubernetes.Runtime)(nil)
+)
+
 // debugOnly logs every record at debug level.
 type debugOnly struct{ slog.Handler }
 
