@@ -235,12 +235,13 @@ func (p *Probe) Close() {
 	p.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		zero := int64(0)
 		for _, pod := range p.pods {
 			if pod == nil {
 				continue
 			}
-			err := p.r.cs.CoreV1().Pods(p.r.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			// Graceful (the pod's 5 s): a forced deletion would leave the
+			// kubelet to find the containers on its own.
+			err := p.r.cs.CoreV1().Pods(p.r.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{})
 			if err != nil && !apierrors.IsNotFound(err) {
 				p.r.opts.Logger.Warn("delete probe pod (it stops at its deadline)", "pod", pod.Name, "err", err)
 			}
