@@ -88,15 +88,17 @@ func (r *Runtime) StartProbe(ctx context.Context) (*Probe, error) {
 		p.pods = append(p.pods, pod)
 	}
 	errs := make([]error, len(p.pods))
+	running := make([]*corev1.Pod, len(p.pods))
 	var wg sync.WaitGroup
 	for i := range p.pods {
-		wg.Go(func() { p.pods[i], errs[i] = r.waitProbe(ctx, p.pods[i]) })
+		wg.Go(func() { running[i], errs[i] = r.waitProbe(ctx, p.pods[i]) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		p.Close()
 		return nil, err
 	}
+	p.pods = running
 	p.Node, p.Took = p.pods[0].Spec.NodeName, r.opts.Now().Sub(start)
 	return p, nil
 }
