@@ -87,16 +87,29 @@ func (r *Runtime) StartProbe(ctx context.Context) (*Probe, error) {
 		}
 		p.pods = append(p.pods, pod)
 	}
+	// The first failure ends the other wait: it is the one reported.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	errs := make([]error, len(p.pods))
 	running := make([]*corev1.Pod, len(p.pods))
 	var wg sync.WaitGroup
 	for i := range p.pods {
-		wg.Go(func() { running[i], errs[i] = r.waitProbe(ctx, p.pods[i]) })
+		wg.Go(func() {
+			if running[i], errs[i] = r.waitProbe(wctx, p.pods[i]); errs[i] != nil {
+				cancel()
+			}
+		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	var first error
+	for _, err := range errs {
+		if err != nil && (first == nil || errors.Is(first, context.Canceled) && ctx.Err() == nil) {
+			first = err
+		}
+	}
+	if first != nil {
 		p.Close()
-		return nil, err
+		return nil, first
 	}
 	p.pods = running
 	p.Node, p.Took = p.pods[0].Spec.NodeName, r.opts.Now().Sub(start)
