@@ -110,11 +110,13 @@ func (r *Runtime) Prune(ctx context.Context, dryRun bool) ([]string, error) {
 	claimGone := map[string]bool{}
 	remove := func(line string, key conch.ConversationKey, name string, withClaim bool, reason string) {
 		out = append(out, line)
+		if withClaim {
+			claimGone[name] = true
+		}
 		if dryRun {
 			return
 		}
 		if withClaim {
-			claimGone[name] = true
 			errs = append(errs, r.removeObjects(ctx, name, reason, key))
 			return
 		}
