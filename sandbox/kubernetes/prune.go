@@ -19,6 +19,20 @@ import (
 // with keepWorkspace only the pod goes, and the conversation's next use
 // makes a new pod on the same claim (as after an eviction or idle_stop).
 func (r *Runtime) RemoveRef(ctx context.Context, ref string, keepWorkspace bool) ([]string, error) {
+	if d, err := r.Inspect(ctx, ref); err == nil && d.Key.IsZero() {
+		// A pod that is no conversation's (an orphan, a pool pod): it goes,
+		// with its claim unless asked to keep it.
+		if keepWorkspace {
+			if err := r.deletePodNoWait(ctx, d.Name); err != nil {
+				return nil, err
+			}
+			return []string{"pod " + d.Name + " (claim " + d.Name + " kept)"}, nil
+		}
+		if err := r.removeObjects(ctx, d.Name, "removed by the operator", conch.ConversationKey{}); err != nil {
+			return nil, err
+		}
+		return []string{"pod " + d.Name + " and claim " + d.Name}, nil
+	}
 	key, err := r.KeyOf(ctx, ref)
 	if err != nil {
 		return nil, err
