@@ -21,7 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestDoctorKubernetesProbes: `conch doctor` on the test cluster starts
+// TestChatKubernetesDoctorProbes: `conch doctor` on the test cluster starts
 // probe pods (Pod Security restricted admits them): with the images the
 // node has it says they ran, and that the network policy cannot be tested
 // because the test node gives pods no network (never a made-up
@@ -29,7 +29,7 @@ import (
 // container and ErrImagePull; interrupted while a pull hangs it deletes its
 // probe pods on the way out. No probe pod is left after any run, and none
 // is ever listed as a sandbox.
-func TestDoctorKubernetesProbes(t *testing.T) {
+func TestChatKubernetesDoctorProbes(t *testing.T) {
 	e := kube.Sandboxes(t)
 	dir := t.TempDir()
 	buf := make([]byte, 4)

@@ -53,7 +53,7 @@ func testRegistry(t *testing.T, user, pass string) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// TestSandboxImagePush: `conch sandbox image push` (the real binary, the
+// TestChatKubernetesImagePush: `conch sandbox image push` (the real binary, the
 // test dockerd) sends the sandbox image and conch's own image to a real
 // registry on 127.0.0.1 that wants a login; without one it fails and says
 // so. The manifests read back with go-containerregistry's client are the
@@ -61,7 +61,7 @@ func testRegistry(t *testing.T, user, pass string) string {
 // chat` configured with the printed lines runs a command in a pod the test
 // node started from images it pulled from that registry (with the
 // imagePullSecret the namespace's service account carries).
-func TestSandboxImagePush(t *testing.T) {
+func TestChatKubernetesImagePush(t *testing.T) {
 	e := kube.Sandboxes(t)
 	const user, pass = "ci", "s3cret-push-pw"
 	host := testRegistry(t, user, pass)
