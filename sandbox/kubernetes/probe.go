@@ -381,7 +381,10 @@ func (p *Probe) listen(ctx context.Context, pod string) (*listener, error) {
 	go func() {
 		sc := bufio.NewScanner(outR)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done(): // nobody reads any more
+			}
 		}
 		close(lines)
 	}()
@@ -398,10 +401,6 @@ func (p *Probe) listen(ctx context.Context, pod string) (*listener, error) {
 					l.addrs = strings.Split(a, ",")
 				}
 			case line == "listening":
-				go func() { // drain
-					for range lines {
-					}
-				}()
 				return l, nil
 			}
 		case <-timeout:
