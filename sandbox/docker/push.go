@@ -54,10 +54,11 @@ type RegistryAuth struct {
 }
 
 // header encodes a as the engine's X-Registry-Auth value for server
-// (base64url of the JSON AuthConfig); "" without a user.
+// (base64url of the JSON AuthConfig). Without a user it is that of "{}",
+// as the docker CLI sends: Docker 20.10 refuses a push without the header.
 func (a RegistryAuth) header(server string) (string, error) {
 	if a.Username == "" {
-		return "", nil
+		return base64.URLEncoding.EncodeToString([]byte("{}")), nil
 	}
 	b, err := json.Marshal(map[string]string{"username": a.Username, "password": a.Password, "serveraddress": server})
 	if err != nil {
@@ -174,7 +175,7 @@ func (r *Runtime) ImagesToPush(ctx context.Context, registry, agentImage string,
 // report.
 func (r *Runtime) Push(ctx context.Context, img PushImage, auth RegistryAuth, progress func(string)) (PushImage, error) {
 	if _, err := r.api.ImageTag(ctx, client.ImageTagOptions{Source: img.Source, Target: img.Target}); err != nil {
-		return img, r.engineErr("tag "+img.Source+" as "+img.Target, err)
+		return img, fmt.Errorf("tag %s as %s: %w", img.Source, img.Target, err)
 	}
 	target, err := reference.ParseNormalizedNamed(img.Target)
 	if err != nil {
@@ -186,7 +187,7 @@ func (r *Runtime) Push(ctx context.Context, img PushImage, auth RegistryAuth, pr
 	}
 	res, err := r.api.ImagePush(ctx, img.Target, client.ImagePushOptions{RegistryAuth: hdr})
 	if err != nil {
-		return img, r.engineErr("push "+img.Target, err)
+		return img, fmt.Errorf("push %s: %w", img.Target, err)
 	}
 	defer res.Close()
 	last := ""
@@ -206,8 +207,9 @@ func (r *Runtime) Push(ctx context.Context, img PushImage, auth RegistryAuth, pr
 				img.Digest, img.Size = aux.Digest, aux.Size
 			}
 		}
-		// Layer lines without progress bars: "Pushed", "Layer already exists", the final "tag: digest".
-		if s := strings.TrimSpace(m.Status); s != "" && m.Progress == nil && s != last {
+		// A line per layer when it is done ("Pushed", "Layer already exists",
+		// "Mounted from …") and the final "tag: digest"; no progress bars.
+		if s := strings.TrimSpace(m.Status); s != "" && s != last && s != "Preparing" && s != "Waiting" && s != "Pushing" {
 			last = s
 			if m.ID != "" {
 				s = m.ID + ": " + s
