@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -78,12 +80,19 @@ func (a *app) sandboxImagePush(ctx context.Context, reg, agentImage string, agen
 	if !agentSet {
 		agentImage = cfg.Sandbox.Kubernetes.AgentImage
 	}
-	instance, err := instanceID(cfg)
-	if err != nil {
-		return err
-	}
 	// The local engine, whatever sandbox.backend says: images are built
-	// and pushed where an engine is.
+	// and pushed where an engine is. The instance id only labels a build's
+	// passing container; none is created (a data dir conch never ran in
+	// stays unused: its first start must not take it for a lost store).
+	instance := cfg.InstanceID
+	if instance == "" {
+		if b, err := os.ReadFile(filepath.Join(cfg.DataDir, "instance-id")); err == nil {
+			instance = strings.TrimSpace(string(b))
+		}
+	}
+	if instance == "" {
+		instance = "image-push"
+	}
 	opts, err := sandboxOptions(cfg, instance)
 	if err != nil {
 		return err
@@ -91,6 +100,17 @@ func (a *app) sandboxImagePush(ctx context.Context, reg, agentImage string, agen
 	if opts.Installs, err = mcpInstalls(cfg); err != nil {
 		return err
 	}
+	// Nothing of the runtime's own goes into the data dir (no agent binary,
+	// sockets or registry: no sandbox is made); the caches stay shared.
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(cfg.DataDir, "cache")
+	}
+	tmp, err := os.MkdirTemp("", "conch-image-push-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	opts.DataDir, opts.SandboxdBinary = tmp, ""
 	progress := func(s string) { fmt.Fprintln(a.stderr, s) }
 	opts.Disk, opts.DiskAuto = 0, false // no workspace is made; a cluster's size is no engine's
 	opts.IdleStop, opts.Retention, opts.WarmPool = 0, 0, 0
