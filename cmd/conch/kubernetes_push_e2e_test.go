@@ -165,13 +165,15 @@ func TestChatKubernetesImagePush(t *testing.T) {
 	}
 
 	env = append(env, "CONCH_SANDBOX_IMAGE="+sandboxRef, "CONCH_SANDBOX_KUBERNETES_AGENT_IMAGE="+agentRef)
-	srv.Push(fakellm.ToolCall("bash", `{"command":"id -u; cat /opt/conch/conch >/dev/null && echo agent-there"}`), fakellm.Text("Ran."))
+	// The command runs through the agent that came with the pulled agent
+	// image, in the pulled sandbox image.
+	srv.Push(fakellm.ToolCall("bash", `{"command":"id -u"}`), fakellm.Text("Ran."))
 	p := startConch(t, env, "chat")
 	if got := p.sayWithin(t, "run it", 4*time.Minute); got != "Ran." {
 		t.Fatalf("reply %q; stderr:\n%s", got, p.stderr)
 	}
 	p.finish(t)
-	if res := lastToolResult(t, srv); !strings.Contains(res, "1000") || !strings.Contains(res, "agent-there") {
+	if res := lastToolResult(t, srv); !strings.Contains(res, "1000") {
 		t.Fatalf("bash in the pod from the pulled images: %q", res)
 	}
 	for _, ref := range []string{sandboxRef, agentRef} {
