@@ -181,6 +181,36 @@ func TestChatKubernetesImagePush(t *testing.T) {
 			t.Fatalf("%s was not pulled by the node: %v", ref, err)
 		}
 	}
+
+	// With coder.agent the image sandboxes use is the one with the CLI
+	// (built in the engine as conch builds it; shared with
+	// TestChatKubernetesCode): it is sandbox.image, its base goes too.
+	claude := claudeImage(t, e.Engine)
+	out, errOut, code = conchRunStdinWithin(t, append(env, "CONCH_CODER_AGENT=claude", "CONCH_SANDBOX_IMAGE="+kube.SandboxImage),
+		"sandbox image push "+dest+" --username "+user+" --password-stdin", pass+"\n", 8*time.Minute)
+	if code != 0 {
+		t.Fatalf("push with coder.agent: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("printed with coder.agent = claude:\n%s", out)
+	coderRef := tomlValue(t, out, "image")
+	if want := dest + "/" + claude; coderRef != want || !strings.Contains(out, "# with claude ") ||
+		!strings.Contains(out, `(coder.agent = "claude")`) || !strings.Contains(out, `# without the coding CLIs: "`+sandboxRef+`"`) {
+		t.Fatalf("image %q, want %q with the CLI named and the base %s", coderRef, want, sandboxRef)
+	}
+	r, err := name.ParseReference(coderRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r, login)
+	if err != nil {
+		t.Fatalf("read %s back: %v", coderRef, err)
+	}
+	if cf, err := img.ConfigFile(); err != nil || cf.Config.Labels[sandboximage.AgentsLabel] != "claude" {
+		t.Fatalf("%s config: %v %+v", coderRef, err, cf)
+	}
+	if _, err := dc.ImageRemove(ctx, coderRef, client.ImageRemoveOptions{}); err != nil {
+		t.Fatalf("untag %s: %v", coderRef, err)
+	}
 }
 
 // tomlValue reads `key = "value"` from conch's printed config lines.
