@@ -4,16 +4,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"conch/config"
 	"conch/sandbox/kubernetes"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+)
+
+var (
+	_ sandboxRuntime = (*kubernetes.Runtime)(nil)
+	_ refRemover     = (*kubernetes.Runtime)(nil)
+	_ pruner         = (*kubernetes.Runtime)(nil)
 )
 
 // debugOnly logs every record at debug level.
@@ -126,13 +134,22 @@ func startKubernetes(ctx context.Context, d *deps, instance string) (sandboxRunt
 	return rt, nil
 }
 
-// doctorKubernetes checks the API server and conch's permissions there.
+// doctorKubernetes checks the API server and conch's permissions there,
+// then starts probe pods: a node pulls and starts the images, and the CNI
+// enforces the deny-all NetworkPolicy (or not, or it cannot tell).
 func (a *app) doctorKubernetes(ctx context.Context, cfg *config.Config, check func(string, error, string)) {
-	o, _, err := kubernetesOptions(cfg, "doctor")
+	instance, err := instanceID(cfg)
 	if err != nil {
 		check("kubernetes", err, "")
 		return
 	}
+	o, _, err := kubernetesOptions(cfg, instance)
+	if err != nil {
+		check("kubernetes", err, "")
+		return
+	}
+	o.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	klog.SetSlogLogger(slog.New(debugOnly{o.Logger.Handler()}))
 	rt, err := kubernetes.New(ctx, o)
 	if err != nil {
 		check("kubernetes", err, "")
@@ -140,5 +157,30 @@ func (a *app) doctorKubernetes(ctx context.Context, cfg *config.Config, check fu
 	}
 	defer rt.Close()
 	check("kubernetes", nil, fmt.Sprintf("API server %s answers; namespace %s", rt.ServerVersion(), rt.Namespace()))
-	check("kubernetes permissions", kubernetes.CheckAccess(ctx, o), "every permission of deploy/kubernetes/role.yaml is granted")
+	if err := kubernetes.CheckAccess(ctx, o); err != nil {
+		check("kubernetes permissions", err, "")
+		fmt.Fprintln(a.stdout, "- kubernetes images and network policy: not probed (permissions missing)")
+		return
+	}
+	check("kubernetes permissions", nil, "every permission of deploy/kubernetes/role.yaml is granted")
+	opts := rt.Options()
+	probe, err := rt.StartProbe(ctx)
+	if err != nil {
+		check("kubernetes images", fmt.Errorf("%w\n(sandbox.image %s, agent_image %s)", err, opts.Image, opts.AgentImage), "")
+		fmt.Fprintln(a.stdout, "- kubernetes network policy: not probed (no probe pod runs)")
+		return
+	}
+	defer probe.Close()
+	check("kubernetes images", nil, fmt.Sprintf("a probe pod of sandbox.image %s with agent_image %s ran on node %s in %s",
+		opts.Image, opts.AgentImage, probe.Node, probe.Took.Round(100*time.Millisecond)))
+	res := probe.NetworkPolicy(ctx)
+	switch res.Verdict {
+	case kubernetes.NetEnforced:
+		check("kubernetes network policy", nil, "deny-all enforced: "+res.Detail)
+	case kubernetes.NetNotEnforced:
+		check("kubernetes network policy", errors.New("deny-all NOT enforced (the CNI ignores NetworkPolicy): "+res.Detail+
+			"; sandboxes' pods can reach each other and the network: use a CNI that enforces NetworkPolicy (Calico, Cilium)"), "")
+	default:
+		fmt.Fprintln(a.stdout, "- kubernetes network policy: cannot test: "+res.Detail)
+	}
 }

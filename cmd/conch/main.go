@@ -68,7 +68,8 @@ func newRootCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		a.memoryCmd(),
 		a.sandboxCmd(),
 		a.sandboxAgentCmd(),
-		a.sandboxInitCmd(), // process 1 of a Kubernetes sandbox pod (sandboxinit.go)
+		a.sandboxInitCmd(),  // process 1 of a Kubernetes sandbox pod (sandboxinit.go)
+		a.sandboxProbeCmd(), // conch doctor's network probe in its probe pods (sandboxprobe.go)
 		a.configCmd(),
 		a.backupCmd(),
 		a.restoreCmd(),

@@ -78,7 +78,7 @@ the cache dir): conch-sandbox-<agents>:<hash>. It prints the reference.`,
 		},
 	}
 	build.Flags().StringSliceVar(&agents, "agents", nil, "coding-agent CLIs to add, comma separated: "+strings.Join(coders.Builtin().Names(), ", "))
-	image.AddCommand(build)
+	image.AddCommand(build, a.sandboxImagePushCmd())
 	cmd.AddCommand(image, a.sandboxLsCmd(), a.sandboxInspectCmd(), a.sandboxExecCmd(), a.sandboxRmCmd(), a.sandboxPruneCmd())
 	return cmd
 }
@@ -388,7 +388,8 @@ func (a *app) sandboxRmCmd() *cobra.Command {
 		Use:   "rm REF",
 		Short: "Remove a sandbox and its workspace (no questions asked)",
 		Long: "Remove a sandbox's container and, unless --keep-workspace, its workspace volume. With\n" +
-			"--keep-workspace the conversation gets a fresh container with its old workspace on next use.\n\n" + refHelp,
+			"--keep-workspace the conversation gets a fresh container with its old workspace on next use.\n" +
+			"On Kubernetes: the pod and its workspace claim (--keep-workspace: the pod only).\n\n" + refHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
@@ -411,15 +412,17 @@ func (a *app) sandboxPruneCmd() *cobra.Command {
 		Short: "Remove orphaned and expired sandboxes and dangling workspaces",
 		Long: "Remove the containers of conversations the store no longer knows (with their workspaces),\n" +
 			"stopped or stale warm-pool containers, stopped containers past sandbox.retention or with a\n" +
-			"stale image or profile (their workspaces stay), and workspace volumes no known conversation owns.",
+			"stale image or profile (their workspaces stay), and workspace volumes no known conversation owns.\n" +
+			"On Kubernetes: pods and claims of conversations the store no longer knows, failed pods (claims\n" +
+			"stay), failed or stale warm-pool pods with their claims, and probe pods conch doctor left behind.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withRuntime(cmd.Context(), func(ctx context.Context, d *deps) error {
-				rt, err := d.engineRuntime("sandbox prune")
-				if err != nil {
-					return err
+				pr, ok := d.runtime.(pruner)
+				if !ok {
+					return errors.New("sandbox prune: this sandbox backend has nothing to prune")
 				}
-				lines, err := rt.Prune(ctx, dry)
+				lines, err := pr.Prune(ctx, dry)
 				verb := "removed "
 				if dry {
 					verb = "would remove "

@@ -26,21 +26,35 @@ func (d *deps) engineRuntime(what string) (*docker.Runtime, error) {
 	rt, ok := d.runtime.(*docker.Runtime)
 	if !ok {
 		return nil, fmt.Errorf("%s works with sandbox.backend = \"engine\" only (Docker or Podman); "+
-			"on Kubernetes, build the sandbox image with your image pipeline and list pods with `conch sandbox ls`", what)
+			"on Kubernetes, `conch sandbox image push REGISTRY` builds the images with this machine's engine "+
+			"when missing and pushes them to the cluster's registry", what)
 	}
 	return rt, nil
 }
 
-// removeRef removes the sandbox ref names: on Docker/Podman through the
-// engine (container and, unless keep, workspace); elsewhere the
-// conversation's sandbox with its workspace.
+// refRemover and pruner are what `conch sandbox rm` and `prune` need of a
+// backend: Docker/Podman (containers and volumes) and Kubernetes (pods and
+// claims) both have them.
+type refRemover interface {
+	RemoveRef(ctx context.Context, ref string, keepWorkspace bool) ([]string, error)
+}
+
+type pruner interface {
+	Prune(ctx context.Context, dryRun bool) ([]string, error)
+}
+
+var (
+	_ refRemover = (*docker.Runtime)(nil)
+	_ pruner     = (*docker.Runtime)(nil)
+)
+
+// removeRef removes the sandbox ref names and, unless keep, its workspace.
 func removeRef(ctx context.Context, d *deps, ref string, keep bool) ([]string, error) {
-	if rt, ok := d.runtime.(*docker.Runtime); ok {
-		return rt.RemoveRef(ctx, ref, keep)
+	if rr, ok := d.runtime.(refRemover); ok {
+		return rr.RemoveRef(ctx, ref, keep)
 	}
 	if keep {
-		return nil, fmt.Errorf("--keep-workspace works with sandbox.backend = \"engine\" only; " +
-			"on Kubernetes delete the pod (kubectl delete pod NAME): its claim stays and the next message recreates it")
+		return nil, fmt.Errorf("--keep-workspace: this sandbox backend cannot keep a workspace without its sandbox")
 	}
 	key, err := d.runtime.KeyOf(ctx, ref)
 	if err != nil {

@@ -21,23 +21,7 @@ import (
 // its stdin and stdout as one stream; stderr lines are logged. The exec
 // lives until Close, not until ctx ends (ctx bounds only the dial).
 func (r *Runtime) dialAgent(ctx context.Context, pod string) (io.ReadWriteCloser, error) {
-	req := r.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(r.ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{
-			Container: SandboxContainer,
-			Command:   []string{AgentDir + "/" + agentName, "sandbox-agent"},
-			Stdin:     true, Stdout: true, Stderr: true,
-		}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(r.rest, http.MethodGet, req.URL().String())
-	if err != nil {
-		return nil, fmt.Errorf("dial sandbox agent in %s: %w", pod, err)
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(r.rest, http.MethodPost, req.URL())
-	if err != nil {
-		return nil, fmt.Errorf("dial sandbox agent in %s: %w", pod, err)
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	ex, err := r.executor(pod, SandboxContainer, []string{AgentDir + "/" + agentName, "sandbox-agent"}, true)
 	if err != nil {
 		return nil, fmt.Errorf("dial sandbox agent in %s: %w", pod, err)
 	}
@@ -60,6 +44,26 @@ func (r *Runtime) dialAgent(ctx context.Context, pod string) (io.ReadWriteCloser
 	// A refused exec (pod gone, RBAC) ends the goroutine at once; the
 	// client's first request (its ping) then fails with that error.
 	return c, nil
+}
+
+// executor runs cmd in a container of pod over one exec through the API
+// server: WebSocket, falling back to SPDY on older servers.
+func (r *Runtime) executor(pod, container string, cmd []string, stdin bool) (remotecommand.Executor, error) {
+	req := r.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(r.ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{
+			Container: container, Command: cmd, Stdin: stdin, Stdout: true, Stderr: true,
+		}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(r.rest, http.MethodGet, req.URL().String())
+	if err != nil {
+		return nil, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(r.rest, http.MethodPost, req.URL())
+	if err != nil {
+		return nil, err
+	}
+	return remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
 }
 
 // execConn is one exec as an io.ReadWriteCloser: Write feeds the agent's

@@ -73,4 +73,26 @@ func TestKubeletNode(t *testing.T) {
 			t.Fatalf("container %s: %+v", st.Name, st)
 		}
 	}
+
+	// conch doctor's probes under the kubelet: the probe pods start, the
+	// listener has a pod address on the bridge and is reached before the
+	// deny-all policy selects it, and, the bridge plugin enforcing no
+	// NetworkPolicy, still after: NOT enforced, as doctor must say here.
+	probe, err := rt.StartProbe(ctx)
+	if err != nil {
+		t.Fatalf("probe pods under the kubelet: %v", err)
+	}
+	defer probe.Close()
+	if probe.Node != node.Name {
+		t.Fatalf("probe pod on %q", probe.Node)
+	}
+	res := probe.NetworkPolicy(ctx)
+	if res.Verdict != kubernetes.NetNotEnforced {
+		t.Fatalf("network probe on a bridge without a policy agent: %+v, want NOT enforced", res)
+	}
+	t.Logf("network policy: %s", res.Detail)
+	probe.Close()
+	if l, err := e.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: kubernetes.LabelProbe}); err != nil || len(l.Items) != 0 && l.Items[0].DeletionTimestamp == nil {
+		t.Fatalf("probe pods after Close: %v %v", err, l)
+	}
 }

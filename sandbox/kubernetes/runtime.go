@@ -158,7 +158,8 @@ func (r *Runtime) ServerVersion() string { return r.version }
 // Namespace is where the sandboxes live.
 func (r *Runtime) Namespace() string { return r.ns }
 
-func (r *Runtime) selector() string { return LabelInstance + "=" + r.spec.instance }
+// selector selects the instance's sandbox pods and claims (not doctor's probe pods).
+func (r *Runtime) selector() string { return LabelInstance + "=" + r.spec.instance + ",!" + LabelProbe }
 
 // apiErr classifies an API error: unreachable and server trouble are
 // KindUnavailable, refusals (RBAC) KindPermission, bad requests KindInvalid.

@@ -9,7 +9,9 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,6 +243,9 @@ func (n *Node) runPod(p *corev1.Pod) {
 	}
 	now := metav1.Now()
 	p.Status.StartTime = &now
+	if !n.pullImages(ctx, p) {
+		return
+	}
 	for _, c := range p.Spec.InitContainers {
 		id, err := n.runContainer(ctx, p, c, binds, tmpfs)
 		if err != nil {
@@ -279,6 +285,108 @@ func (n *Node) runPod(p *corev1.Pod) {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
 	}
 	n.updateStatus(ctx, p)
+}
+
+// pullImages makes every image of p present in the engine, pulling what
+// it lacks from its registry as a kubelet would (every pull policy is
+// IfNotPresent here; images mapped by StartNode are never pulled). While
+// one cannot be pulled the pod stays Pending with that container waiting,
+// ErrImagePull then ImagePullBackOff and the engine's error, retried every
+// second until the pod is deleted (false).
+func (n *Node) pullImages(ctx context.Context, p *corev1.Pod) bool {
+	all := append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...)
+	for tries := 0; ; tries++ {
+		var failed *corev1.Container
+		var ferr error
+		for i := range all {
+			if err := n.pull(ctx, p, all[i].Image); err != nil {
+				failed, ferr = &all[i], err
+				break
+			}
+		}
+		if failed == nil {
+			p.Status.InitContainerStatuses, p.Status.ContainerStatuses = nil, nil
+			return true
+		}
+		reason := "ErrImagePull"
+		if tries > 0 {
+			reason = "ImagePullBackOff"
+		}
+		st := corev1.ContainerStatus{Name: failed.Name, Image: failed.Image, State: corev1.ContainerState{
+			Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: ferr.Error()}}}
+		p.Status.Phase = corev1.PodPending
+		p.Status.InitContainerStatuses, p.Status.ContainerStatuses = nil, nil
+		if slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == failed.Name }) {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{st}
+		} else {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{st}
+		}
+		if tries == 0 {
+			n.logf("test node: pod %s: %s: %v", p.Name, reason, ferr)
+		}
+		n.updateStatus(ctx, p)
+		time.Sleep(time.Second)
+		if cur, err := n.c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil || cur.UID != p.UID || cur.DeletionTimestamp != nil {
+			return false
+		}
+	}
+}
+
+// pull makes image present in the engine, with the login p's
+// imagePullSecrets hold for its registry, as a kubelet does.
+func (n *Node) pull(ctx context.Context, p *corev1.Pod, image string) error {
+	if m, ok := n.images[image]; ok {
+		image = m
+	}
+	if _, err := n.docker.ImageInspect(ctx, image); err == nil {
+		return nil
+	}
+	auth, err := n.pullAuth(ctx, p, image)
+	if err != nil {
+		return err
+	}
+	res, err := n.docker.ImagePull(ctx, image, client.ImagePullOptions{RegistryAuth: auth})
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	return res.Wait(ctx)
+}
+
+// pullAuth is the engine's X-Registry-Auth for image's registry from the
+// first of p's imagePullSecrets (kubernetes.io/dockerconfigjson) naming
+// it; "" when none does.
+func (n *Node) pullAuth(ctx context.Context, p *corev1.Pod, image string) (string, error) {
+	host, _, _ := strings.Cut(image, "/")
+	if !strings.ContainsAny(host, ".:") && host != "localhost" {
+		return "", nil
+	}
+	for _, ref := range p.Spec.ImagePullSecrets {
+		sec, err := n.c.Client.CoreV1().Secrets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", fmt.Errorf("image pull secret %s: %w", ref.Name, err)
+		}
+		var cfg struct {
+			Auths map[string]struct {
+				Auth string `json:"auth"`
+			} `json:"auths"`
+		}
+		if err := json.Unmarshal(sec.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
+			return "", fmt.Errorf("image pull secret %s: %w", ref.Name, err)
+		}
+		a, ok := cfg.Auths[host]
+		if !ok {
+			continue
+		}
+		up, err := base64.StdEncoding.DecodeString(a.Auth)
+		if err != nil {
+			return "", fmt.Errorf("image pull secret %s: %w", ref.Name, err)
+		}
+		u, pw, _ := strings.Cut(string(up), ":")
+		b, _ := json.Marshal(map[string]string{"username": u, "password": pw, "serveraddress": host})
+		return base64.URLEncoding.EncodeToString(b), nil
+	}
+	return "", nil
 }
 
 // updateStatus writes p's status, on the pod's current version.
