@@ -37,7 +37,7 @@ kube-e2e:
 	$(GO) run ./internal/testenv/kube/cmd/prebuild
 	$(GO) vet -tags $(TAGS),kubernetes ./sandbox/kubernetes/ ./internal/testenv/kube/... ./cmd/conch/
 	$(STATICCHECK) -tags $(TAGS),kubernetes ./sandbox/kubernetes/ ./internal/testenv/kube/... ./cmd/conch/
-	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 20m -count=1 -run 'TestKubernetes' ./sandbox/kubernetes/
+	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 20m -count=1 -run 'TestKubernetes|TestMetricsReader' ./sandbox/kubernetes/
 	CONCH_REQUIRE_REAL=1 $(GO) test -tags $(TAGS),kubernetes -timeout 40m -count=1 -run 'TestChatKubernetes' ./cmd/conch/
 
 # The Kubernetes backend's pods under a REAL kubelet (built once into the
