@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"conch"
 
@@ -316,7 +317,51 @@ func (r *Runtime) SandboxStats(ctx context.Context, key conch.ConversationKey) (
 	} else if !apierrors.IsNotFound(err) {
 		return conch.SandboxStats{}, r.apiErr("read workspace claim "+name, err)
 	}
+	st.DiskBytes = r.workspaceUse(ctx, key, st.DiskLimit)
 	return st, nil
+}
+
+// workspaceUse is the conversation's workspace use, in bytes, or -1 when
+// unknown: asked of the pod's agent over the stream already open (never a
+// new one: stats are read every few seconds by the dashboard), and
+// believed only when the workspace is a file system of its own the size of
+// its claim (ownFileSystem): a claim on a shared file system (hostPath,
+// local-path, NFS) reports the whole disk.
+func (r *Runtime) workspaceUse(ctx context.Context, key conch.ConversationKey, claim int64) int64 {
+	r.mu.Lock()
+	b := r.boxes[key.String()]
+	r.mu.Unlock()
+	if b == nil || claim <= 0 {
+		return -1
+	}
+	select {
+	case b.lock <- struct{}{}: // not while the pod is made or deleted
+	default:
+		return -1
+	}
+	c := b.client
+	b.unlock()
+	if c == nil || !c.Connected() {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	size, used, err := c.FileSystem(ctx, "/workspace")
+	if err != nil {
+		r.opts.Logger.Debug("workspace use unknown", "conversation", key, "err", err)
+		return -1
+	}
+	if !ownFileSystem(size, claim) {
+		return -1
+	}
+	return used
+}
+
+// ownFileSystem reports whether a file system of size bytes is a volume
+// made for a claim of claim bytes: a little smaller (the file system's own
+// metadata and reserve) up to a little larger (provisioners round up).
+func ownFileSystem(size, claim int64) bool {
+	return claim > 0 && size >= claim*8/10 && size <= claim+claim/10
 }
 
 // KeyOf resolves a `conch sandbox` reference to a conversation.

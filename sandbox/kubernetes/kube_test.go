@@ -161,10 +161,23 @@ func TestKubernetes(t *testing.T) {
 		}
 		st, err := rt.SandboxStats(ctx, key)
 		// The test API server aggregates no metrics API: use is unknown (-1), not 0.
-		if err != nil || st.DiskLimit != 64<<20 || st.MemoryLimit != 512<<20 || st.DiskBytes != -1 ||
+		// The test node's claims are file systems of their own, of the claim's size
+		// (as a CSI provisioner's): the workspace's use is what the agent sees.
+		if err != nil || st.DiskLimit != 64<<20 || st.MemoryLimit != 512<<20 || st.DiskBytes < 0 || st.DiskBytes > 1<<20 ||
 			st.CPUPercent != -1 || st.MemoryBytes != -1 {
 			t.Fatalf("stats %+v %v", st, err)
 		}
+		sb, err = rt.Sandbox(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.WriteFile(ctx, "/workspace/big.bin", bytes.Repeat([]byte{1}, 4<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if st2, err := rt.SandboxStats(ctx, key); err != nil || st2.DiskBytes < st.DiskBytes+4<<20 {
+			t.Fatalf("after 4 MiB written: disk %d (before %d), %v", st2.DiskBytes, st.DiskBytes, err)
+		}
+		run(t, sb, "rm /workspace/big.bin")
 	})
 
 	t.Run("workspace claim outlives the pod", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"conch"
+	"conch/internal/testenv"
 	"conch/sandbox/sandboxd"
 	"conch/sandbox/sandboxd/sandboxdtest"
 )
@@ -731,4 +733,33 @@ func TestContract(t *testing.T) {
 	forEachTransport(t, func(t *testing.T, h *sandboxdtest.Host) {
 		sandboxdtest.Contract(t, h)
 	})
+}
+
+// FileSystem reports the size and use of the file system holding a path:
+// on a workspace that is a file system of its own (a tmpfs of 8 MiB here,
+// a volume in a pod), its disk use.
+func TestFileSystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (to mount a small tmpfs)", "not running as root")
+	}
+	h := sandboxdtest.HostSandbox(t, t.TempDir())
+	ws := h.WorkspacePath(".")
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", ws).CombinedOutput(); err != nil {
+		testenv.Missing(t, "a small tmpfs", strings.TrimSpace(string(out)))
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", ws).Run() })
+	ctx := t.Context()
+	size, used, err := h.FileSystem(ctx, "/workspace")
+	if err != nil || size != 8<<20 || used > 64<<10 {
+		t.Fatalf("an empty 8 MiB workspace: size %d used %d, %v", size, used, err)
+	}
+	if err := h.WriteFile(ctx, "data.bin", bytes.Repeat([]byte{7}, 3<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, used, err = h.FileSystem(ctx, "data.bin"); err != nil || used < 3<<20 || used > 4<<20 {
+		t.Fatalf("after 3 MiB written: used %d, %v", used, err)
+	}
+	if _, _, err := h.FileSystem(ctx, "/workspace/nope"); conch.KindOf(err) != conch.KindNotFound {
+		t.Fatalf("a missing path: %v, want KindNotFound", err)
+	}
 }

@@ -563,6 +563,29 @@ func (c *Client) WriteFile(ctx context.Context, path string, data []byte, mode f
 	return wrapOp("write file", err)
 }
 
+// FileSystem returns the size of the file system holding path and what is
+// used of it, in bytes. An agent from before this call says the operation
+// is unknown (a *RemoteError).
+func (c *Client) FileSystem(ctx context.Context, path string) (size, used int64, err error) {
+	err = c.retry(ctx, func(s *session) error {
+		st, err := s.open(ctx, request{Op: opStatfs, Path: path})
+		if err != nil {
+			return err
+		}
+		defer s.forget(st)
+		res, err := st.wait(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if res.Error != nil {
+			return remoteErr("statfs "+path, res.Error)
+		}
+		size, used = res.FSBytes, res.FSUsed
+		return nil
+	})
+	return size, used, wrapOp("statfs", err)
+}
+
 // ListFiles lists a directory, sorted by name.
 func (c *Client) ListFiles(ctx context.Context, path string) ([]conch.FileInfo, error) {
 	var out []conch.FileInfo

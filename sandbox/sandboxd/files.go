@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 )
 
 func (c *sconn) readFile(st *sstream, req request) (result, error) {
@@ -154,4 +155,18 @@ func pathError(sandboxPath string, err error) error {
 		return we
 	}
 	return newWireError(err)
+}
+
+// statfs reports the size and use of the file system holding req.Path.
+func (c *sconn) statfs(req request) (result, error) {
+	name, p, err := c.srv.resolve(req.Path)
+	if err != nil {
+		return result{}, err
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(p, &fs); err != nil {
+		return result{}, pathError(name, err)
+	}
+	bs := int64(fs.Bsize)
+	return result{FSBytes: int64(fs.Blocks) * bs, FSUsed: int64(fs.Blocks-fs.Bfree) * bs}, nil
 }

@@ -20,6 +20,9 @@ const (
 	// opReadWorkspace reads a regular file under the workspace without
 	// following symbolic links (workspace_linux.go).
 	opReadWorkspace = "read_workspace"
+	// opStatfs reports the size and use of the file system holding a
+	// path (a workspace on a volume of its own: its disk use).
+	opStatfs = "statfs"
 )
 
 // hello is the first frame the server sends.
@@ -65,6 +68,10 @@ type result struct {
 
 	// ping
 	Version string `json:"version,omitempty"`
+
+	// statfs: the file system's size and what is used of it, in bytes
+	FSBytes int64 `json:"fs_bytes,omitempty"`
+	FSUsed  int64 `json:"fs_used,omitempty"`
 }
 
 // wireEntry is one directory entry of a listing (sent as JSON data).

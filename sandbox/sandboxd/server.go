@@ -218,6 +218,8 @@ func (c *sconn) handle(st *sstream, req request) {
 		res, err = c.list(st, req)
 	case opReadWorkspace:
 		res, err = c.readWorkspace(st, req)
+	case opStatfs:
+		res, err = c.statfs(req)
 	default:
 		err = invalidf("unknown operation %q", req.Op)
 	}

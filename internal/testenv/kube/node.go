@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -576,6 +577,10 @@ func (n *Node) removeAll() {
 	for _, u := range uids {
 		n.stopPod(u)
 	}
+	pvs, _ := os.ReadDir(filepath.Join(n.dir, "pv"))
+	for _, pv := range pvs {
+		unmountVolume(n.pvDir(pv.Name()))
+	}
 }
 
 // ContainerID is the engine id of a pod's container ("" if not running).
@@ -616,8 +621,16 @@ func (n *Node) syncClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim,
 	}
 	pvName := "pv-" + string(pvc.UID)
 	if pvc.Spec.VolumeName == "" {
-		if err := os.MkdirAll(n.pvDir(pvName), 0o755); err != nil {
+		dir := n.pvDir(pvName)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
+		}
+		// A file system of its own, of the claim's size, as a CSI
+		// provisioner's volume is (a tmpfs: the node is a test's).
+		if size := pvc.Spec.Resources.Requests.Storage().Value(); size > 0 {
+			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+strconv.FormatInt(size, 10), "tmpfs", dir).CombinedOutput(); err != nil {
+				return fmt.Errorf("the claim's volume: mount: %v: %s", err, out)
+			}
 		}
 	}
 	return bindHostPath(ctx, cs, pvc, pvName, n.pvDir(pvName), corev1.PersistentVolumeReclaimDelete)
@@ -687,9 +700,17 @@ func (n *Node) reclaim(ctx context.Context) error {
 		if err := cs.PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+		unmountVolume(n.pvDir(pv.Name))
 		_ = os.RemoveAll(n.pvDir(pv.Name))
 	}
 	return nil
+}
+
+// unmountVolume unmounts a claim's volume (if it is mounted).
+func unmountVolume(dir string) {
+	if exec.Command("mountpoint", "-q", dir).Run() == nil {
+		_ = exec.Command("umount", dir).Run()
+	}
 }
 
 // PVDir is the host directory behind a claim's volume ("" if unbound).
