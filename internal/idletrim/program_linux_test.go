@@ -24,7 +24,7 @@ func TestReleaseProgram(t *testing.T) {
 			t.Fatal(err)
 		}
 		var n uint64
-		for _, m := range programMappings(smaps, exe.Sys().(*syscall.Stat_t).Ino) {
+		for _, m := range programMappings(smaps, exe.Sys().(*syscall.Stat_t).Ino, nil) {
 			n += m.rss
 		}
 		return n
@@ -72,7 +72,7 @@ Anonymous:             0 kB
 Rss:                 400 kB
 Anonymous:           400 kB
 `)
-	got := fmt.Sprint(programMappings(smaps, 42))
+	got := fmt.Sprint(programMappings(smaps, 42, nil))
 	want := "[{4194304 12582912 4194304 0} {12582912 16777216 102400 8192}]"
 	if got != want {
 		t.Fatalf("got %s, want %s (code and read-only data of inode 42 only, with their sizes)", got, want)
@@ -130,5 +130,21 @@ func TestIdleMeasureIsNotWork(t *testing.T) {
 	}
 	if trims > 1 {
 		t.Fatalf("%d trims over 24 quiet periods, want the one after start", trims)
+	}
+}
+
+// ReleaseProgram runs every quiet period: once its buffers are grown it
+// allocates (almost) nothing, so an idle heap does not grow with garbage.
+func TestReleaseProgramAllocatesLittle(t *testing.T) {
+	if _, _, err := ReleaseProgram(1 << 62); err != nil { // grows the buffers
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, _, err := ReleaseProgram(1 << 62); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 8 {
+		t.Fatalf("%.0f allocations a call, want a handful (the file's open)", allocs)
 	}
 }
