@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 
 	"conch/internal/testenv/fakellm"
 )
@@ -102,4 +104,83 @@ func TestInitOnATerminal(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "config", "conch", modelKeyFile)); strings.TrimSpace(string(b)) != key {
 		t.Fatal("the typed key was not saved")
 	}
+}
+
+// TestInitInterruptedOnATerminal: ctrl-C while conch init waits for the
+// hidden key ends it (exit 130) at once, and the terminal echoes again.
+func TestInitInterruptedOnATerminal(t *testing.T) {
+	srv := fakellm.New(t)
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(initEnv(dir), "CONCH_TEST_ARGS=init --engine none --base-url "+srv.BaseURL(fakellm.OpenAI), "TERM=dumb")
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatalf("pty: %v", err)
+	}
+	defer tty.Close()
+	var mu sync.Mutex
+	var screen bytes.Buffer
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			mu.Lock()
+			screen.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	waitFor := func(prompt string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			s := screen.String()
+			mu.Unlock()
+			if strings.Contains(s, prompt) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("never asked %q; the terminal shows:\n%s", prompt, s)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("[openai]: ")
+	tty.Write([]byte("\r"))
+	waitFor("(input hidden): ")
+	if echoing(t, tty) {
+		t.Fatal("the terminal echoes while the key is asked for")
+	}
+	tty.Write([]byte("sk-half-typed\x03")) // ctrl-C
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+			t.Fatalf("conch init after ctrl-C: %v, want exit status 130", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("ctrl-C did not end conch init")
+	}
+	if !echoing(t, tty) {
+		t.Fatal("conch init left the terminal without echo")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config", "conch", modelKeyFile)); err == nil {
+		t.Fatal("an interrupted init saved a key")
+	}
+}
+
+// echoing reports whether the pty's terminal echoes what is typed.
+func echoing(t *testing.T, tty *os.File) bool {
+	t.Helper()
+	tio, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatalf("read the terminal's settings: %v", err)
+	}
+	return tio.Lflag&unix.ECHO != 0
 }

@@ -112,13 +112,16 @@ type initSession struct {
 	interactive bool
 	in          *bufio.Reader
 	stdinFD     int
-	path, dir   string
-	doc         *tomlDoc
-	fresh       bool
+	// done ends a question being waited for: ctrl-C while conch init asks
+	// ends it (the terminal restored), instead of being ignored until Enter.
+	done      <-chan struct{}
+	path, dir string
+	doc       *tomlDoc
+	fresh     bool
 }
 
 func (a *app) runInit(ctx context.Context, o initOptions) error {
-	s := &initSession{a: a, o: o, in: bufio.NewReader(a.stdin), stdinFD: -1}
+	s := &initSession{a: a, o: o, in: bufio.NewReader(a.stdin), stdinFD: -1, done: ctx.Done()}
 	if f, ok := a.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		s.stdinFD = int(f.Fd())
 		s.interactive = !o.nonInteractive
@@ -199,8 +202,11 @@ func (s *initSession) ask(question, def string) (string, error) {
 	} else {
 		fmt.Fprintf(s.a.stderr, "%s: ", question)
 	}
-	line, err := s.in.ReadString('\n')
+	line, err := s.readLine()
 	if err != nil && line == "" {
+		if errors.Is(err, errInterrupted) {
+			return "", err
+		}
 		return "", fmt.Errorf("%s: no answer (%w)", question, err)
 	}
 	if line = strings.TrimSpace(line); line == "" {
@@ -209,15 +215,51 @@ func (s *initSession) ask(question, def string) (string, error) {
 	return line, nil
 }
 
-// askSecret reads a line without echo; the answer is never printed.
+// errInterrupted: ctrl-C (or SIGTERM) while a question waited for its answer.
+var errInterrupted = exitError{code: 130}
+
+// readLine waits for one line of input, or for the run to be interrupted.
+// The read itself cannot be interrupted; an interrupted run ends, and the
+// read with it.
+func (s *initSession) readLine() (string, error) {
+	type result struct {
+		line string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		line, err := s.in.ReadString('\n')
+		got <- result{line, err}
+	}()
+	select {
+	case r := <-got:
+		return r.line, r.err
+	case <-s.done:
+		fmt.Fprintln(s.a.stderr)
+		return "", errInterrupted
+	}
+}
+
+// askSecret reads a line without echo; the answer is never printed. Echo
+// goes off before the question shows, so a key typed or pasted the moment
+// it does is not echoed either (turning it off after printing, as
+// term.ReadPassword does, left a window in which the terminal echoed it).
 func (s *initSession) askSecret(question string) (string, error) {
-	fmt.Fprintf(s.a.stderr, "%s (input hidden): ", question)
-	b, err := term.ReadPassword(s.stdinFD)
-	fmt.Fprintln(s.a.stderr)
+	restore, err := echoOff(s.stdinFD)
 	if err != nil {
+		return "", fmt.Errorf("read %s: turn the terminal's echo off: %w", question, err)
+	}
+	defer restore()
+	fmt.Fprintf(s.a.stderr, "%s (input hidden): ", question)
+	line, err := s.readLine()
+	if errors.Is(err, errInterrupted) {
+		return "", err
+	}
+	fmt.Fprintln(s.a.stderr)
+	if err != nil && line == "" {
 		return "", fmt.Errorf("read %s: %w", question, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return strings.TrimSpace(line), nil
 }
 
 func (s *initSession) yes(question string, def bool) (bool, error) {
