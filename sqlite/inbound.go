@@ -128,21 +128,18 @@ func (d *DB) addInboundTx(ctx context.Context, tx *sql.Tx, r *inboundReq) error 
 	if err != nil {
 		return err
 	}
+	// A turn started at once is stored running: no update after the insert.
+	status, attempts, started := conch.TurnPending, 0, sql.NullInt64{}
+	if r.start {
+		status, attempts, started = conch.TurnRunning, 1, sql.NullInt64{Int64: millis(r.now), Valid: true}
+	}
 	var id int64
 	if err := tx.StmtContext(ctx, d.ws.addTurn).QueryRowContext(ctx, convID, gen, in.Key.Channel, in.ExternalID, in.Sender, in.SenderName,
-		in.Thread.Subject, r.refs, nullMillis(in.ReceivedAt), millis(r.now), in.Origin.Kind, in.Origin.Ref, r.atts).Scan(&id); err != nil {
+		in.Thread.Subject, r.refs, nullMillis(in.ReceivedAt), status, attempts, started, millis(r.now), in.Origin.Kind, in.Origin.Ref, r.atts).Scan(&id); err != nil {
 		return err
 	}
 	if _, err := tx.StmtContext(ctx, d.ws.addUserMessage).ExecContext(ctx, convID, id, gen, in.Text, millis(r.now)); err != nil {
 		return err
-	}
-	status, attempts := conch.TurnPending, 0
-	if r.start {
-		var conv int64
-		if err := tx.StmtContext(ctx, d.ws.startTurn).QueryRowContext(ctx, millis(r.now), id).Scan(&conv); err != nil {
-			return err
-		}
-		status, attempts = conch.TurnRunning, 1
 	}
 	r.conv = convID
 	in.ReceivedAt = normTime(in.ReceivedAt)

@@ -21,9 +21,11 @@ const (
 	sqlAddConversation  = `INSERT INTO conversations (channel, key_id, created_at) VALUES (?, ?, ?) RETURNING id, generation`
 	sqlConversations    = `SELECT channel, key_id FROM conversations ORDER BY channel, key_id`
 
+	// sqlAddTurn adds a turn pending (status 'pending', attempts 0,
+	// started_at NULL) or already started ('running', 1, its time).
 	sqlAddTurn = `INSERT INTO turns (conversation_id, generation, channel, external_id, sender, sender_name,
-		thread_subject, thread_references, received_at, status, created_at, origin_kind, origin_ref, attachments)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?) RETURNING id`
+		thread_subject, thread_references, received_at, status, attempts, started_at, created_at, origin_kind, origin_ref, attachments)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	sqlAddUserMessage = `INSERT INTO messages (conversation_id, turn_id, generation, role, text, created_at)
 		VALUES (?, ?, ?, 'user', ?, ?)`
 
@@ -40,8 +42,18 @@ const (
 	sqlTurnByExternalID = sqlSelectTurn + ` WHERE t.channel = ? AND t.external_id = ? AND t.external_id != ''`
 	sqlUnfinishedTurns  = sqlSelectTurn + ` WHERE t.status IN ('pending', 'running') ORDER BY t.id`
 
+	// sqlStartTurn returns the started turn as sqlSelectTurn reads it (and
+	// its conversation's id): one statement, no read after it. Nothing it
+	// returns can fail to scan (a NULL would fail its whole write group).
 	sqlStartTurn = `UPDATE turns SET status = 'running', attempts = attempts + 1, started_at = ?
-		WHERE id = ? AND status IN ('pending', 'running') RETURNING conversation_id`
+		WHERE id = ? AND status IN ('pending', 'running')
+		RETURNING id,
+			coalesce((SELECT channel FROM conversations c WHERE c.id = conversation_id), ''),
+			coalesce((SELECT key_id FROM conversations c WHERE c.id = conversation_id), ''),
+			sender, sender_name,
+			coalesce((SELECT text FROM messages m WHERE m.turn_id = turns.id AND m.role = 'user' AND m.note = 0), ''),
+			external_id, thread_subject, thread_references, received_at, status, attempts, stopped_reason, created_at,
+			origin_kind, origin_ref, attachments, conversation_id`
 	sqlFinishTurn = `UPDATE turns SET status = ?, stopped_reason = ?, finished_at = ? WHERE id = ?
 		RETURNING conversation_id`
 
@@ -73,39 +85,41 @@ const (
 // StartTurn marks a pending or running turn running and counts an attempt.
 // A finished turn (done, stopped, abandoned) is not started again: the error
 // is of kind conch.KindInvalid and the Turn returned with it shows its state.
+//
+// One statement that returns the turn (write1: no savepoint in its group).
+// The row is decoded after the write, so a turn that does not decode fails
+// alone, never its group.
 func (d *DB) StartTurn(ctx context.Context, id conch.TurnID) (conch.Turn, error) {
-	var t conch.Turn
-	var finished bool
 	now := millis(d.now())
+	var row turnRow
 	var conv int64
-	// Not write1: the read after the update decodes the turn, and a turn
-	// that does not decode must fail alone, not its whole group.
-	err := d.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		err := tx.StmtContext(ctx, d.ws.startTurn).QueryRowContext(ctx, now, id).Scan(&conv)
-		started := err == nil
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		t, err = scanTurn(tx.StmtContext(ctx, d.ws.turnByID).QueryRowContext(ctx, id))
-		if errors.Is(err, sql.ErrNoRows) {
-			return conch.Errorf(conch.KindNotFound, "turn %d does not exist", id)
-		}
-		finished = err == nil && !started
-		return err
+	err := d.write1(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return row.scan(tx.StmtContext(ctx, d.ws.startTurn).QueryRowContext(ctx, now, id), &conv)
 	})
+	if err == nil {
+		d.history.written(conv, id) // its messages are part of the view now
+		t, err := row.turn()
+		if err != nil {
+			return conch.Turn{}, fmt.Errorf("start turn %d: %w", id, err)
+		}
+		return t, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return conch.Turn{}, fmt.Errorf("start turn %d: %w", id, err)
+	}
+	// Not started: finished, or not there.
+	t, err := scanTurn(d.rs.turnByID.QueryRowContext(ctx, id))
 	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return conch.Turn{}, fmt.Errorf("start turn %d: %w", id, conch.Errorf(conch.KindNotFound, "turn %d does not exist", id))
 	case err != nil:
 		return conch.Turn{}, fmt.Errorf("start turn %d: %w", id, err)
-	case !finished:
-		d.history.written(conv, id) // its messages are part of the view now
-	case finished:
-		what := string(t.Status)
-		if t.StoppedReason != "" {
-			what += " (" + t.StoppedReason + ")"
-		}
-		return t, fmt.Errorf("start turn %d: %w", id, conch.Errorf(conch.KindInvalid, "turn %d is already %s", id, what))
 	}
-	return t, nil
+	what := string(t.Status)
+	if t.StoppedReason != "" {
+		what += " (" + t.StoppedReason + ")"
+	}
+	return t, fmt.Errorf("start turn %d: %w", id, conch.Errorf(conch.KindInvalid, "turn %d is already %s", id, what))
 }
 
 // FinishTurn records the end of a turn: status is done, stopped or abandoned.
@@ -344,31 +358,49 @@ type scanner interface{ Scan(dest ...any) error }
 
 // scanTurn reads a row of sqlSelectTurn.
 func scanTurn(row scanner) (conch.Turn, error) {
-	var t conch.Turn
-	var refs, atts string
-	var received sql.NullInt64
-	var created int64
-	in := &t.Inbound
-	if err := row.Scan(&t.ID, &in.Key.Channel, &in.Key.ID, &in.Sender, &in.SenderName, &in.Text, &in.ExternalID,
-		&in.Thread.Subject, &refs, &received, &t.Status, &t.Attempts, &t.StoppedReason, &created,
-		&in.Origin.Kind, &in.Origin.Ref, &atts); err != nil {
+	var r turnRow
+	if err := r.scan(row); err != nil {
 		return conch.Turn{}, err
 	}
-	if atts != "" {
-		as, err := decodeAttachments(atts)
+	return r.turn()
+}
+
+// turnRow is a row of sqlSelectTurn as stored, before its JSON columns are
+// decoded.
+type turnRow struct {
+	t          conch.Turn
+	refs, atts string
+	received   sql.NullInt64
+	created    int64
+}
+
+// scan reads the row's columns, then extra ones after them.
+func (r *turnRow) scan(row scanner, extra ...any) error {
+	in := &r.t.Inbound
+	return row.Scan(append([]any{&r.t.ID, &in.Key.Channel, &in.Key.ID, &in.Sender, &in.SenderName, &in.Text, &in.ExternalID,
+		&in.Thread.Subject, &r.refs, &r.received, &r.t.Status, &r.t.Attempts, &r.t.StoppedReason, &r.created,
+		&in.Origin.Kind, &in.Origin.Ref, &r.atts}, extra...)...)
+}
+
+// turn decodes the row.
+func (r *turnRow) turn() (conch.Turn, error) {
+	t := r.t
+	in := &t.Inbound
+	if r.atts != "" {
+		as, err := decodeAttachments(r.atts)
 		if err != nil {
 			return conch.Turn{}, fmt.Errorf("turn %d: %w", t.ID, err)
 		}
 		in.Attachments = as
 	}
-	if refs != "" {
-		if err := json.Unmarshal([]byte(refs), &in.Thread.References); err != nil {
+	if r.refs != "" {
+		if err := json.Unmarshal([]byte(r.refs), &in.Thread.References); err != nil {
 			return conch.Turn{}, fmt.Errorf("turn %d: thread references: %w", t.ID, err)
 		}
 	}
 	t.Key = in.Key
-	in.ReceivedAt = fromNullMillis(received)
-	t.CreatedAt = fromMillis(created)
+	in.ReceivedAt = fromNullMillis(r.received)
+	t.CreatedAt = fromMillis(r.created)
 	return t, nil
 }
 
