@@ -3,6 +3,7 @@ package egress_test
 import (
 	"bufio"
 	"bytes"
+	"conch/internal/testenv"
 	"context"
 	"fmt"
 	"io"
@@ -22,30 +23,12 @@ import (
 
 const realKey = "sk-real-key-0123456789abcdefghijklmnop"
 
-// syncBuffer is a log sink that tests read after the fact.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // injectorHarness serves an Injector on a loopback listener, as a Bridge's
 // connections would reach it, and keeps what it reported.
 type injectorHarness struct {
 	in     *egress.Injector
 	origin string // http://127.0.0.1:port
-	log    *syncBuffer
+	log    *testenv.SyncBuffer
 
 	mu      sync.Mutex
 	events  []egress.Event
@@ -76,7 +59,7 @@ func (h *injectorHarness) Events(t *testing.T, n int) []egress.Event {
 
 func startInjector(t *testing.T, o egress.InjectorOptions) *injectorHarness {
 	t.Helper()
-	h := &injectorHarness{log: &syncBuffer{}, changed: make(chan struct{})}
+	h := &injectorHarness{log: &testenv.SyncBuffer{}, changed: make(chan struct{})}
 	o.Logger = slog.New(slog.NewTextHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	o.OnRequest = func(e egress.Event) {
 		h.mu.Lock()

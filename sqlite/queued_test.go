@@ -1,33 +1,14 @@
 package sqlite
 
 import (
-	"bytes"
+	"conch/internal/testenv"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"conch"
 )
-
-// syncBuffer is a log sink safe for the store's writer goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Queued's bookkeeping returns before it is written, is on disk once a
 // change made after it returned, and a change the store refuses is logged
@@ -39,7 +20,7 @@ func TestQueuedBookkeeping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	var logged syncBuffer
+	var logged testenv.SyncBuffer
 	q := d.Queued(slog.New(slog.NewTextHandler(&logged, nil)))
 	key := conch.ConversationKey{Channel: "web", ID: "q"}
 	tr, _, err := d.AddInbound(ctx, conch.Inbound{Key: key, Sender: "u", Text: "hi"})

@@ -118,29 +118,12 @@ type fixture struct {
 	h      *echoHandler
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *testenv.SyncBuffer
 }
 
 func newFixture(t testing.TB, srv *testmail.Server, mod func(*Options)) *fixture {
 	t.Helper()
-	f := &fixture{srv: srv, logs: &syncBuffer{}}
+	f := &fixture{srv: srv, logs: &testenv.SyncBuffer{}}
 	f.conch = srv.AddUser(t, testmail.UniqueName("conch"))
 	f.alice = srv.AddUser(t, testmail.UniqueName("alice"))
 	store := &memCursors{}

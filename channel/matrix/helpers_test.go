@@ -1,7 +1,6 @@
 package matrix
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -135,24 +134,6 @@ func (r *recorder) nextClosed(tb testing.TB) conch.ConversationKey {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // env is one homeserver with a bot account.
 type env struct {
 	t        *testing.T
@@ -164,7 +145,7 @@ type env struct {
 	db       *sql.DB
 	cursors  conch.CursorStore
 	pickle   []byte
-	logs     *syncBuffer
+	logs     *testenv.SyncBuffer
 }
 
 func newEnv(t *testing.T) *env {
@@ -183,7 +164,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	// The bot keeps its crypto tables and cursors in conch's own store, as in production.
-	return &env{t: t, hs: hs, botID: botID, botToken: token, dir: dir, store: store, db: store.SQL(), cursors: store, pickle: pickle, logs: &syncBuffer{}}
+	return &env{t: t, hs: hs, botID: botID, botToken: token, dir: dir, store: store, db: store.SQL(), cursors: store, pickle: pickle, logs: &testenv.SyncBuffer{}}
 }
 
 // options returns bot options with the access token; tests adjust them.

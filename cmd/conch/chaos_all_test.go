@@ -822,7 +822,7 @@ func (pg *chaosPage) frame(b []byte) {
 type supervisor struct {
 	t      *testing.T
 	env    []string
-	stderr *syncBuffer // every run's, in order
+	stderr *testenv.SyncBuffer // every run's, in order
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	done   chan struct{}
@@ -831,7 +831,7 @@ type supervisor struct {
 }
 
 func newSupervisor(t *testing.T, env []string) *supervisor {
-	s := &supervisor{t: t, env: env, stderr: &syncBuffer{}}
+	s := &supervisor{t: t, env: env, stderr: &testenv.SyncBuffer{}}
 	dumpLogsOnFailure(t, dataDirOf(env))
 	t.Cleanup(func() {
 		s.mu.Lock()

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"conch/internal/testenv"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,25 +37,7 @@ type conchProc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
-	stderr *syncBuffer
-}
-
-// syncBuffer is a buffer safe to read while a process writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	stderr *testenv.SyncBuffer
 }
 
 // waitStderr waits until the process has written want to stderr.
@@ -102,7 +84,7 @@ func startConch(t testing.TB, env []string, args string) *conchProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &conchProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), stderr: &syncBuffer{}}
+	p := &conchProc{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(out), stderr: &testenv.SyncBuffer{}}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

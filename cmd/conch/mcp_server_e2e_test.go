@@ -92,7 +92,7 @@ func bridgeConnect(t *testing.T, env []string, args string) (*mcp.ClientSession,
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(env, "CONCH_TEST_ARGS="+args)
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	t.Cleanup(func() {
 		if t.Failed() {

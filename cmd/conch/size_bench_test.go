@@ -111,7 +111,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 
 	up := exec.Command(bin, "up")
 	up.Env = env
-	var stderr syncBuffer
+	var stderr testenv.SyncBuffer
 	up.Stderr = &stderr
 	if err := up.Start(); err != nil {
 		b.Fatal(err)
