@@ -25,35 +25,13 @@ func TestInitOnATerminal(t *testing.T) {
 	srv := fakellm.New(t)
 	srv.RequireKey(key)
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(initEnv(dir), "CONCH_TEST_ARGS=init --engine none --base-url "+srv.BaseURL(fakellm.OpenAI), "TERM=dumb")
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatalf("pty: %v", err)
-	}
-	defer tty.Close()
-	var mu sync.Mutex
-	var screen bytes.Buffer
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := tty.Read(buf)
-			mu.Lock()
-			screen.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	cmd, tty, screen := initOnPty(t, dir, srv.BaseURL(fakellm.OpenAI))
 	seen := 0 // answer each prompt once, after it appeared
 	answer := func(prompt, text string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			mu.Lock()
-			s := screen.String()
-			mu.Unlock()
+			s := screen()
 			if i := strings.Index(s[seen:], prompt); i >= 0 {
 				seen += i + len(prompt)
 				break
@@ -79,18 +57,14 @@ func TestInitOnATerminal(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("conch init: %v\n%s", err, screen.String())
+			t.Fatalf("conch init: %v\n%s", err, screen())
 		}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("conch init did not end")
 	}
 	time.Sleep(100 * time.Millisecond) // the reader takes the last output
-	mu.Lock()
-	s := screen.String()
-	mu.Unlock()
+	s := screen()
 	if strings.Contains(s, key) || strings.Contains(s, key[:10]) {
 		t.Fatalf("the key was echoed on the terminal:\n%s", s)
 	}
@@ -111,34 +85,12 @@ func TestInitOnATerminal(t *testing.T) {
 func TestInitInterruptedOnATerminal(t *testing.T) {
 	srv := fakellm.New(t)
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(initEnv(dir), "CONCH_TEST_ARGS=init --engine none --base-url "+srv.BaseURL(fakellm.OpenAI), "TERM=dumb")
-	tty, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatalf("pty: %v", err)
-	}
-	defer tty.Close()
-	var mu sync.Mutex
-	var screen bytes.Buffer
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := tty.Read(buf)
-			mu.Lock()
-			screen.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
+	cmd, tty, screen := initOnPty(t, dir, srv.BaseURL(fakellm.OpenAI))
 	waitFor := func(prompt string) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			mu.Lock()
-			s := screen.String()
-			mu.Unlock()
+			s := screen()
 			if strings.Contains(s, prompt) {
 				return
 			}
@@ -183,4 +135,36 @@ func echoing(t *testing.T, tty *os.File) bool {
 		t.Fatalf("read the terminal's settings: %v", err)
 	}
 	return tio.Lflag&unix.ECHO != 0
+}
+
+// initOnPty starts conch init on a pty; screen returns what the terminal
+// showed so far.
+func initOnPty(t *testing.T, dir, baseURL string) (cmd *exec.Cmd, tty *os.File, screen func() string) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0])
+	cmd.Env = append(initEnv(dir), "CONCH_TEST_ARGS=init --engine none --base-url "+baseURL, "TERM=dumb")
+	tty, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatalf("pty: %v", err)
+	}
+	t.Cleanup(func() { tty.Close() })
+	var mu sync.Mutex
+	var shown bytes.Buffer
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			mu.Lock()
+			shown.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return cmd, tty, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return shown.String()
+	}
 }

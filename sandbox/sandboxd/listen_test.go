@@ -1,7 +1,6 @@
 package sandboxd_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,32 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"conch"
+	"conch/internal/testenv"
 	"conch/sandbox/sandboxd"
 	"conch/sandbox/sandboxd/sandboxdtest"
 )
-
-// logBuf is a concurrency-safe log sink.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // listen starts a listener in a fresh short directory and returns its
 // socket path; it stops at cleanup.
@@ -100,7 +81,7 @@ func TestSocketKeyFileIsRemoved(t *testing.T) {
 // own, so even with the right key it is refused (and logged).
 func TestSocketRefusesPeersInItsNamespace(t *testing.T) {
 	key := sandboxd.NewKey()
-	var log logBuf
+	var log testenv.SyncBuffer
 	path := listen(t, sandboxd.ListenOptions{Key: key, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	_, err := sandboxd.DialSocket(ctxT(t), path, key)
 	if !errors.Is(err, sandboxd.ErrHandshake) {
