@@ -101,8 +101,14 @@ type frameReader struct {
 	hdr [headerSize]byte
 }
 
+// newFrameReader buffers 4 KiB: enough to read many small frames (headers,
+// results, windows) in one call, while a larger payload is read straight
+// into its own slice past what is buffered. The buffer lives as long as the
+// connection: conch holds one per sandbox, idle ones included (64 KiB each
+// was 1.3 of the 2.5 MB of live heap of an idle conch with 20 sandboxes;
+// output throughput and round trips measured the same at 4 KiB).
 func newFrameReader(r io.Reader) *frameReader {
-	return &frameReader{r: bufio.NewReaderSize(r, 64<<10)}
+	return &frameReader{r: bufio.NewReaderSize(r, 4<<10)}
 }
 
 func (fr *frameReader) read() (frame, error) {
