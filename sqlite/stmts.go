@@ -32,6 +32,7 @@ type readStmts struct {
 	historyHead, modelHistory, contextStatus                 *sql.Stmt
 	turnMessages                                             *sql.Stmt
 	usageSinceAll, usageSinceConversation, usageSincePerson  *sql.Stmt
+	usageDaysAll, usageDaysPerson                            *sql.Stmt
 	turnUsage, lastModel                                     *sql.Stmt
 }
 
@@ -91,6 +92,8 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.usageSinceAll, sqlUsageSinceAll},
 		{&r.usageSinceConversation, sqlUsageSinceConversation},
 		{&r.usageSincePerson, sqlUsageSincePerson},
+		{&r.usageDaysAll, sqlUsageDaysAll},
+		{&r.usageDaysPerson, sqlUsageDaysPerson},
 		{&r.turnUsage, sqlTurnUsage},
 		{&r.lastModel, sqlLastModel},
 	}

@@ -30,6 +30,13 @@ const (
 
 	sqlUsageSincePerson = `SELECT ` + usageSums + ` FROM model_usage WHERE channel = ? AND sender = ? AND at >= ?`
 
+	// From whole UTC days on, everybody's and a person's sums come from
+	// usage_days (migration 0014): a row a day, not a row a call.
+	daySums = `COALESCE(SUM(calls), 0), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(cached_tokens), 0),
+		COALESCE(SUM(output_tokens), 0), COALESCE(SUM(estimated), 0), COALESCE(SUM(cost_usd), 0)`
+	sqlUsageDaysAll    = `SELECT ` + daySums + ` FROM usage_days WHERE scope = 0 AND channel = '' AND sender = '' AND day >= ?`
+	sqlUsageDaysPerson = `SELECT ` + daySums + ` FROM usage_days WHERE scope = 1 AND channel = ? AND sender = ? AND day >= ?`
+
 	sqlTurnUsage = `SELECT ` + usageSums + `, COALESCE(GROUP_CONCAT(model, ','), '') FROM model_usage WHERE turn_id = ?`
 
 	// sqlLastModel: the model that answered the conversation's newest call
@@ -69,16 +76,28 @@ func (d *DB) usageArgs(c conch.ModelCall) ([]any, error) {
 		u.InputTokens, u.CachedTokens, u.OutputTokens, u.Estimated, c.CostUSD, millis(c.At), c.Key.Channel, c.Key.ID}, nil
 }
 
-// UsageSince adds up the calls in scope at or after since.
+// msPerDay is a UTC day in unix milliseconds: usage_days' days start at
+// its multiples.
+const msPerDay = 24 * 60 * 60 * 1000
+
+// UsageSince adds up the calls in scope at or after since. From the start of
+// a UTC day (a budget's since), everybody's and a person's come from the
+// days' sums.
 func (d *DB) UsageSince(ctx context.Context, scope conch.UsageScope, since time.Time) (conch.UsageTotal, error) {
 	var row *sql.Row
+	at := millis(since)
+	wholeDays := since.IsZero() || at%msPerDay == 0
 	switch {
 	case !scope.Key.IsZero():
-		row = d.rs.usageSinceConversation.QueryRowContext(ctx, scope.Key.Channel, scope.Key.ID, millis(since))
+		row = d.rs.usageSinceConversation.QueryRowContext(ctx, scope.Key.Channel, scope.Key.ID, at)
+	case scope.Person != (conch.UserKey{}) && wholeDays:
+		row = d.rs.usageDaysPerson.QueryRowContext(ctx, scope.Person.Channel, string(scope.Person.ID), at)
 	case scope.Person != (conch.UserKey{}):
-		row = d.rs.usageSincePerson.QueryRowContext(ctx, scope.Person.Channel, string(scope.Person.ID), millis(since))
+		row = d.rs.usageSincePerson.QueryRowContext(ctx, scope.Person.Channel, string(scope.Person.ID), at)
+	case wholeDays:
+		row = d.rs.usageDaysAll.QueryRowContext(ctx, at)
 	default:
-		row = d.rs.usageSinceAll.QueryRowContext(ctx, millis(since))
+		row = d.rs.usageSinceAll.QueryRowContext(ctx, at)
 	}
 	var t conch.UsageTotal
 	if err := row.Scan(&t.Calls, &t.InputTokens, &t.CachedTokens, &t.OutputTokens, &t.Estimated, &t.CostUSD); err != nil {

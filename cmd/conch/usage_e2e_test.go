@@ -43,14 +43,20 @@ func usageRow(t *testing.T, out, group string) []string {
 // TestChatUsageAndBudget drives `conch chat` with the SQLite store through
 // each provider's SDK: the usage the provider reports (cached tokens in
 // its own form) is summed exactly by `conch usage`, which needs no model
-// configured; a conversation budget then stops the next turn before its
-// model call, with the message, a stopped turn and an audit record.
+// configured; a budget then stops the next turn before its model call,
+// with the message, a stopped turn and an audit record. Each provider's run
+// has a budget of another scope: a conversation's (summed from its calls),
+// a person's and everybody's (read from the store's days' sums).
 func TestChatUsageAndBudget(t *testing.T) {
-	for _, provider := range []fakellm.Provider{fakellm.OpenAI, fakellm.Anthropic, fakellm.Gemini} {
+	for provider, budget := range map[fakellm.Provider]string{
+		fakellm.OpenAI:    "conversation_daily_tokens",
+		fakellm.Anthropic: "person_daily_tokens",
+		fakellm.Gemini:    "daily_tokens",
+	} {
 		t.Run(string(provider), func(t *testing.T) {
 			srv := fakellm.New(t)
 			dir := t.TempDir()
-			env := append(testEnv(srv, provider, dir), "CONCH_BUDGET_CONVERSATION_DAILY_TOKENS=12000")
+			env := append(testEnv(srv, provider, dir), "CONCH_BUDGET_"+strings.ToUpper(budget)+"=12000")
 			srv.Push(
 				fakellm.ToolCall("remember", `{"key":"name","value":"Alice"}`).Usage(4000, 25).Cached(3072),
 				fakellm.Text("Noted, Alice.").Usage(4100, 7).Cached(4000),
@@ -62,7 +68,7 @@ func TestChatUsageAndBudget(t *testing.T) {
 			// 8132 tokens used: the next request (its estimate) passes
 			// 12000. Nothing is scripted: a call would fail the reply.
 			got := p.say(t, "What did I say?")
-			if !strings.Contains(got, "budget.conversation_daily_tokens") || !strings.Contains(got, "8132 of the daily limit of 12.0k tokens") {
+			if !strings.Contains(got, "budget."+budget+")") || !strings.Contains(got, "8132 of the daily limit of 12.0k tokens") {
 				t.Fatalf("reply %q: want the budget's message", got)
 			}
 			p.finish(t)
