@@ -271,8 +271,9 @@ type AuditRecord struct {
 
 // ReadModel answers the questions operators and the web chat ask of the store.
 type ReadModel interface {
-	// ConversationSummaries lists conversations, most recently active first.
-	ConversationSummaries(ctx context.Context) ([]ConversationSummary, error)
+	// ConversationSummaries lists conversations, most recently active first:
+	// every one, or with keys those of them that exist.
+	ConversationSummaries(ctx context.Context, keys ...ConversationKey) ([]ConversationSummary, error)
 	// Turns returns a conversation's turns, newest first, at most limit.
 	Turns(ctx context.Context, key ConversationKey, limit int) ([]Turn, error)
 	// AuditSince returns audit records with id > after, oldest first, at most limit.

@@ -12,15 +12,16 @@ import (
 )
 
 const (
-	// sqlConversationSummaries is one row per conversation: its newest
+	// sqlConversationSummary is one row per conversation: its newest
 	// message, the sender of its newest turn, whether a turn runs, how many
 	// wait, its newest error (the gateway stops a turn that failed with the
 	// reason "error_<kind>"), how many turns it had and what its model calls
-	// used. Every subquery is an
-	// index seek on (conversation_id, …). The rows come in key order (the
-	// walk of the unique index); the caller sorts by last activity, which no
-	// index holds.
-	sqlConversationSummaries = `SELECT c.channel, c.key_id, c.created_at,
+	// used (kept on its row by triggers: migration 0015). Every subquery is
+	// an index seek on (conversation_id, …). sqlConversationSummaries has
+	// every conversation in key order (the walk of the unique index; the
+	// caller sorts by last activity, which no index holds);
+	// sqlConversationSummaryOf one conversation.
+	sqlConversationSummary = `SELECT c.channel, c.key_id, c.created_at,
 		coalesce(m.role, ''), coalesce(m.text, ''), m.created_at,
 		coalesce((SELECT t.sender FROM turns t WHERE t.conversation_id = c.id ORDER BY t.id DESC LIMIT 1), ''),
 		EXISTS (SELECT 1 FROM turns t WHERE t.conversation_id = c.id AND t.status = 'running'),
@@ -29,12 +30,11 @@ const (
 			WHERE t.conversation_id = c.id AND t.status = 'stopped'
 				AND substr(t.stopped_reason, 1, 6) = 'error_'
 			ORDER BY t.id DESC LIMIT 1), ''),
-		(SELECT count(*) FROM turns t WHERE t.conversation_id = c.id),
-		(SELECT coalesce(sum(u.input_tokens + u.output_tokens), 0) FROM model_usage u WHERE u.conversation_id = c.id),
-		(SELECT coalesce(sum(u.cost_usd), 0) FROM model_usage u WHERE u.conversation_id = c.id)
+		c.turn_count, c.usage_tokens, c.usage_cost_usd
 		FROM conversations c
-		LEFT JOIN messages m ON m.id = (SELECT max(l.id) FROM messages l WHERE l.conversation_id = c.id)
-		ORDER BY c.channel, c.key_id`
+		LEFT JOIN messages m ON m.id = (SELECT max(l.id) FROM messages l WHERE l.conversation_id = c.id)`
+	sqlConversationSummaries = sqlConversationSummary + ` ORDER BY c.channel, c.key_id`
+	sqlConversationSummaryOf = sqlConversationSummary + ` WHERE c.channel = ? AND c.key_id = ?`
 
 	// sqlConversationTurns: a conversation's turns, newest first, every
 	// generation.
@@ -49,42 +49,38 @@ const (
 
 var _ conch.ReadModel = (*DB)(nil)
 
-// ConversationSummaries lists every conversation with its state and last
-// message, most recently active first (a conversation without messages is
-// as old as its creation). Turns counts all turns, also those before a
+// ConversationSummaries lists every conversation (or, with keys, those of
+// them that exist) with its state and last message, most recently active
+// first (a conversation without messages is as old as its creation). Turns counts all turns, also those before a
 // reset; LastError is the reason of the newest turn stopped by an error.
-func (d *DB) ConversationSummaries(ctx context.Context) ([]conch.ConversationSummary, error) {
-	rows, err := d.rs.summaries.QueryContext(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("conversation summaries: %w", err)
-	}
-	defer rows.Close()
+func (d *DB) ConversationSummaries(ctx context.Context, keys ...conch.ConversationKey) ([]conch.ConversationSummary, error) {
 	var ss []conch.ConversationSummary
-	for rows.Next() {
-		var s conch.ConversationSummary
-		var created int64
-		var lastAt sql.NullInt64
-		var running bool
-		if err := rows.Scan(&s.Key.Channel, &s.Key.ID, &created, &s.LastRole, &s.LastMessage, &lastAt,
-			&s.LastSender, &running, &s.Pending, &s.LastError, &s.Turns, &s.Tokens, &s.CostUSD); err != nil {
-			return nil, fmt.Errorf("conversation summaries: %w", err)
+	read := func(rows *sql.Rows, err error) error {
+		if err != nil {
+			return fmt.Errorf("conversation summaries: %w", err)
 		}
-		s.LastAt = fromMillis(created)
-		if lastAt.Valid {
-			s.LastAt = fromMillis(lastAt.Int64)
+		defer rows.Close()
+		for rows.Next() {
+			s, err := scanSummary(rows)
+			if err != nil {
+				return fmt.Errorf("conversation summaries: %w", err)
+			}
+			ss = append(ss, s)
 		}
-		switch {
-		case running:
-			s.State = conch.ConversationRunning
-		case s.Pending > 0:
-			s.State = conch.ConversationQueued
-		default:
-			s.State = conch.ConversationIdle
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("conversation summaries: %w", err)
 		}
-		ss = append(ss, s)
+		return nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("conversation summaries: %w", err)
+	if len(keys) == 0 {
+		if err := read(d.rs.summaries.QueryContext(ctx)); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range keys {
+		if err := read(d.rs.summaryOf.QueryContext(ctx, k.Channel, k.ID)); err != nil {
+			return nil, err
+		}
 	}
 	slices.SortFunc(ss, func(a, b conch.ConversationSummary) int {
 		if c := b.LastAt.Compare(a.LastAt); c != 0 {
@@ -96,6 +92,31 @@ func (d *DB) ConversationSummaries(ctx context.Context) ([]conch.ConversationSum
 		return cmp.Compare(a.Key.ID, b.Key.ID)
 	})
 	return ss, nil
+}
+
+// scanSummary reads a row of sqlConversationSummary.
+func scanSummary(rows *sql.Rows) (conch.ConversationSummary, error) {
+	var s conch.ConversationSummary
+	var created int64
+	var lastAt sql.NullInt64
+	var running bool
+	if err := rows.Scan(&s.Key.Channel, &s.Key.ID, &created, &s.LastRole, &s.LastMessage, &lastAt,
+		&s.LastSender, &running, &s.Pending, &s.LastError, &s.Turns, &s.Tokens, &s.CostUSD); err != nil {
+		return s, err
+	}
+	s.LastAt = fromMillis(created)
+	if lastAt.Valid {
+		s.LastAt = fromMillis(lastAt.Int64)
+	}
+	switch {
+	case running:
+		s.State = conch.ConversationRunning
+	case s.Pending > 0:
+		s.State = conch.ConversationQueued
+	default:
+		s.State = conch.ConversationIdle
+	}
+	return s, nil
 }
 
 // Turns returns the conversation's turns, newest first, at most limit, with

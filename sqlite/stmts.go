@@ -28,7 +28,7 @@ type readStmts struct {
 	turnByID, unfinishedTurns, history, steps, conversations *sql.Stmt
 	facts, cursor, auditSince                                *sql.Stmt
 	eventsSince, lastEventSeq                                *sql.Stmt
-	summaries, conversationTurns, auditAfter                 *sql.Stmt
+	summaries, summaryOf, conversationTurns, auditAfter      *sql.Stmt
 	historyHead, modelHistory, contextStatus                 *sql.Stmt
 	turnMessages                                             *sql.Stmt
 	usageSinceAll, usageSinceConversation, usageSincePerson  *sql.Stmt
@@ -83,6 +83,7 @@ func (r *readStmts) specs() []stmtSpec {
 		{&r.eventsSince, sqlEventsSince},
 		{&r.lastEventSeq, sqlLastEventSeq},
 		{&r.summaries, sqlConversationSummaries},
+		{&r.summaryOf, sqlConversationSummaryOf},
 		{&r.conversationTurns, sqlConversationTurns},
 		{&r.auditAfter, sqlAuditAfter},
 		{&r.historyHead, sqlHistoryHead},

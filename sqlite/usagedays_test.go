@@ -42,7 +42,8 @@ func sumCalls(calls []conch.ModelCall, keep func(conch.ModelCall) bool) conch.Us
 // 0014's triggers) equal the calls added up, for everybody and each person,
 // from any day on, with calls on every side of midnight; calls that leave
 // model_usage (their conversation deleted) leave the sums too; and a store
-// that had usage before 0014 gets its days filled in by the migration.
+// that had usage before 0014 gets its days filled in by the migration. So
+// do each conversation's turn count, tokens and cost (0015).
 func TestUsageDaysMatchTheCalls(t *testing.T) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(7, 22))
@@ -98,6 +99,24 @@ func TestUsageDaysMatchTheCalls(t *testing.T) {
 		}
 	}
 
+	// totals checks each conversation's turns and its calls' tokens and cost
+	// in its summary (migration 0015's counts).
+	totals := func(d *DB, cs []conch.ModelCall, turns func(int) int, when string) {
+		t.Helper()
+		for n, k := range keys {
+			ss, err := d.ConversationSummaries(ctx, k)
+			if err != nil || len(ss) != 1 {
+				t.Fatalf("%s: summary of %s: %+v, %v", when, k, ss, err)
+			}
+			want := sumCalls(cs, func(c conch.ModelCall) bool { return c.Key == k })
+			if got := ss[0]; got.Turns != turns(n) || got.Tokens != want.InputTokens+want.OutputTokens || got.CostUSD != want.CostUSD {
+				t.Errorf("%s: summary of %s: turns %d, tokens %d, cost %v; want %d, %d, %v",
+					when, k, got.Turns, got.Tokens, got.CostUSD, turns(n), want.InputTokens+want.OutputTokens, want.CostUSD)
+			}
+		}
+	}
+	turnsOf := func(n int) int { return 3 + 2*n }
+
 	t.Run("kept by the triggers", func(t *testing.T) {
 		d, err := Open(ctx, MemoryPath)
 		if err != nil {
@@ -108,6 +127,7 @@ func TestUsageDaysMatchTheCalls(t *testing.T) {
 		cs := calls(400)
 		record(d, cs)
 		check(d, cs, "recorded")
+		totals(d, cs, func(int) int { return 1 }, "recorded")
 		// A conversation's rows go with it (ON DELETE CASCADE).
 		if _, err := d.w.ExecContext(ctx, `DELETE FROM conversations WHERE channel = ? AND key_id = ?`, keys[0].Channel, keys[0].ID); err != nil {
 			t.Fatal(err)
@@ -147,9 +167,15 @@ func TestUsageDaysMatchTheCalls(t *testing.T) {
 			if err := migrate(ctx, conn, ms[:i]); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range keys {
+			for n, k := range keys {
 				if _, err := conn.ExecContext(ctx, `INSERT INTO conversations (channel, key_id, created_at) VALUES (?, ?, 0)`, k.Channel, k.ID); err != nil {
 					t.Fatal(err)
+				}
+				for range turnsOf(n) {
+					if _, err := conn.ExecContext(ctx, `INSERT INTO turns (conversation_id, generation, channel, sender, status, created_at)
+						SELECT id, 0, channel, 'u', 'done', 0 FROM conversations WHERE channel = ? AND key_id = ?`, k.Channel, k.ID); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			for _, c := range cs {
@@ -169,9 +195,11 @@ func TestUsageDaysMatchTheCalls(t *testing.T) {
 		}
 		defer d.Close()
 		check(d, cs, "migrated")
+		totals(d, cs, turnsOf, "migrated")
 		more := calls(50)
 		record(d, more)
 		check(d, append(cs, more...), "migrated, then recorded")
+		totals(d, append(cs, more...), turnsOf, "migrated, then recorded")
 	})
 }
 

@@ -201,12 +201,18 @@ func (c *Channel) listConversations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sums := map[string]conch.ConversationSummary{}
-	if c.opts.Read != nil {
-		all, err := c.opts.Read.ConversationSummaries(r.Context())
+	if c.opts.Read != nil && len(list) > 0 {
+		// Only the listed ones: the page asks every 10 s, and the store has
+		// every channel's conversations.
+		keys := make([]conch.ConversationKey, len(list))
+		for i, cv := range list {
+			keys[i] = cv.Key()
+		}
+		some, err := c.opts.Read.ConversationSummaries(r.Context(), keys...)
 		if err != nil {
 			c.log.Warn("conversation summaries", "err", err)
 		}
-		for _, s := range all {
+		for _, s := range some {
 			if s.Key.Channel == conch.ChannelWeb {
 				sums[s.Key.ID] = s
 			}

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -216,8 +217,17 @@ type fakeRead struct {
 
 var _ conch.ReadModel = (*fakeRead)(nil)
 
-func (r *fakeRead) ConversationSummaries(context.Context) ([]conch.ConversationSummary, error) {
-	return r.sums, nil
+func (r *fakeRead) ConversationSummaries(_ context.Context, keys ...conch.ConversationKey) ([]conch.ConversationSummary, error) {
+	if len(keys) == 0 {
+		return r.sums, nil
+	}
+	var some []conch.ConversationSummary
+	for _, s := range r.sums {
+		if slices.Contains(keys, s.Key) {
+			some = append(some, s)
+		}
+	}
+	return some, nil
 }
 
 func (r *fakeRead) Turns(context.Context, conch.ConversationKey, int) ([]conch.Turn, error) {

@@ -178,6 +178,55 @@ func TestWebConcurrentSendersEachAnsweredByOwnTurn(t *testing.T) {
 	if n := srv.Count(); n != senders {
 		t.Errorf("the model was asked %d times for %d messages", n, senders)
 	}
+
+	// The page's list of conversations: this one with its last answer, and
+	// idle once every turn has ended; a new one without messages.
+	empty := wc.newConversation(t)
+	last := ""
+	for turn, text := range userOf {
+		if turn == answerOrder[len(answerOrder)-1] {
+			last = "re: " + text
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list := wc.conversations(t)
+		got, fresh := list[id], list[empty]
+		if got.LastMessage == last && got.State == "idle" && got.Pending == 0 && fresh.ID == empty && fresh.LastMessage == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("conversations listed: %s %+v and %s %+v; want the last answer %q, idle, and the new one empty", id, got, empty, fresh, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// listedConversation is an entry of the page's list of conversations.
+type listedConversation struct {
+	ID          string `json:"id"`
+	LastMessage string `json:"last_message"`
+	State       string `json:"state"`
+	Pending     int    `json:"pending"`
+}
+
+// conversations is the page's list of conversations, by id.
+func (c *webClient) conversations(t testing.TB) map[string]listedConversation {
+	t.Helper()
+	resp, err := c.client.Get(c.base + "/api/conversations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list []listedConversation
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("list conversations: %s, %v", resp.Status, err)
+	}
+	byID := map[string]listedConversation{}
+	for _, cv := range list {
+		byID[cv.ID] = cv
+	}
+	return byID
 }
 
 // TestChatHooksThroughTheStore drives the turn hooks through the real

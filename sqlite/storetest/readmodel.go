@@ -23,6 +23,7 @@ func RunReadModel(t *testing.T, open OpenReadModel) {
 	t.Run("SummariesEmpty", func(t *testing.T) { testSummariesEmpty(t, open) })
 	t.Run("SummaryStates", func(t *testing.T) { testSummaryStates(t, open) })
 	t.Run("SummaryLastError", func(t *testing.T) { testSummaryLastError(t, open) })
+	t.Run("SummariesOfKeys", func(t *testing.T) { testSummariesOfKeys(t, open) })
 	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
 	t.Run("AuditSince", func(t *testing.T) { testAuditSince(t, open) })
 }
@@ -129,6 +130,36 @@ func testSummaryLastError(t *testing.T, open OpenReadModel) {
 	finish(t, s, t3.ID, conch.TurnStopped, "error_tool")
 	if got := summaries(t, s)[keyA]; got.LastError != "error_tool" || got.Turns != 3 {
 		t.Errorf("summary: got last error %q, turns %d; want error_tool, 3", got.LastError, got.Turns)
+	}
+}
+
+// testSummariesOfKeys: with keys, the summaries of those conversations that
+// exist (an unknown key is left out), as the whole list has them.
+func testSummariesOfKeys(t *testing.T, open OpenReadModel) {
+	s := open(t)
+	ctx := context.Background()
+	a1 := add(t, s, Inbound(keyA, "$a1", "first"))
+	start(t, s, a1.ID)
+	appendMsg(t, s, a1.ID, conch.Message{Role: conch.RoleAssistant, Text: "answer"})
+	finish(t, s, a1.ID, conch.TurnDone, "")
+	add(t, s, Inbound(keyA, "$a2", "second"))
+	add(t, s, Inbound(keyB, "b1", "mail"))
+	all := summaries(t, s)
+	unknown := conch.ConversationKey{Channel: keyA.Channel, ID: "nobody-here"}
+	some, err := s.ConversationSummaries(ctx, keyB, unknown, keyA)
+	if err != nil {
+		t.Fatalf("ConversationSummaries(%s, %s, %s): %v", keyB, unknown, keyA, err)
+	}
+	if len(some) != 2 {
+		t.Fatalf("ConversationSummaries of two known keys and an unknown one: got %+v", some)
+	}
+	for _, got := range some {
+		if want := all[got.Key]; got != want {
+			t.Errorf("summary of %s by key: got %+v, want %+v (as in the whole list)", got.Key, got, want)
+		}
+	}
+	if one, err := s.ConversationSummaries(ctx, keyB); err != nil || len(one) != 1 || one[0].Key != keyB || one[0].Turns != 1 {
+		t.Errorf("ConversationSummaries(%s): got %+v, %v", keyB, one, err)
 	}
 }
 
