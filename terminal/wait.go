@@ -249,13 +249,22 @@ func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
 func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []string, error) {
 	obs := Observation{TTY: t.n}
 	lines, info, startAbs, err := m.capture(ctx, t)
-	// A pane known to be dead (tmux renamed its window) whose exit status
-	// has not arrived yet (neither the shell's exit marker nor tmux's
-	// pane_dead_status): look again briefly rather than report exit 0. On a
-	// loaded machine tmux can take seconds to record it (5 s was once not
-	// enough with two test suites and a build sharing two cores); the wait
-	// costs nothing unless a pane died with its status not yet known.
+	// A pane known to be dead whose exit status has not arrived (neither
+	// the shell's exit marker nor tmux's pane_dead_status): look again
+	// rather than report exit 0. Both can be missing for good, not late:
+	// tmux drops a dead pane's output still queued for control clients
+	// (the marker goes with it), and tmux before 3.6 built with utempter
+	// (Debian's) loses the SIGCHLD of a pane whose process exits while
+	// utempter_remove_record runs as the pane's terminal closes, so the
+	// process stays a zombie and the status unknown until some other child
+	// of the server exits (tmux issue 4559). Hence reap: it has tmux
+	// send itself a SIGCHLD, as tmux 3.6 does after utempter, and tmux
+	// reaps the zombie. The bound covers a process that closed its
+	// terminal but has not exited yet.
 	for tries := 0; err == nil && tries < 600 && m.exitPending(t, info); tries++ {
+		if info.dead && tries%40 == 0 {
+			m.reap(ctx, t)
+		}
 		if err = backoff.Sleep(ctx, 25*time.Millisecond); err == nil {
 			lines, info, startAbs, err = m.capture(ctx, t)
 		}
@@ -340,6 +349,21 @@ func (m *Manager) screen(ctx context.Context, t *tty) ([]string, error) {
 		return nil, fmt.Errorf("screen of terminal %d: %w", t.n, err)
 	}
 	return TrimBlankTail(lines), nil
+}
+
+// reapCommand has the tmux server signal itself SIGCHLD, so that it reaps
+// every child that has exited (run-shell expands #{pid}: the server's).
+// -b: the control client does not wait for the job, whose own exit tmux
+// might miss the same way.
+const reapCommand = "run-shell -b 'kill -s CHLD #{pid}'"
+
+// reap nudges t's tmux server to collect exited children (see
+// observeLines). It is best effort: the capture that follows tells what
+// became of the pane.
+func (m *Manager) reap(ctx context.Context, t *tty) {
+	if err := m.send(ctx, t, reapCommand); err != nil {
+		m.o.Logger.Debug("terminal: ask tmux to reap", "tty", t.n, "err", err)
+	}
 }
 
 // send runs tmux commands on t's control client.
