@@ -3,6 +3,7 @@
 package terminal_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"conch"
 	"conch/internal/testenv"
 	"conch/terminal"
 	"conch/terminal/terminaltest"
@@ -153,4 +155,75 @@ func swallowSIGCHLD(t *testing.T, server, child int) <-chan error {
 		testenv.Missing(t, "ptrace", fmt.Sprintf("attach to the tmux server: %v", err))
 	}
 	return done
+}
+
+// TestProgramKilledBySignal: a program killed by a signal prints no exit
+// marker and has no exit status; tmux tells the signal (pane_dead_signal),
+// which is reported as such rather than waited on as a missing status
+// (until its bound, then "unknown").
+func TestProgramKilledBySignal(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+		t.Cleanup(m.Detach)
+		op, err := m.Open(ctx, "python3 -q")
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		mustType(t, m, op.TTY, "python3", "import os, signal; os.kill(os.getppid(), signal.SIGKILL)", true)
+		start := time.Now()
+		res := mustWait(t, m, 10*time.Second)
+		t.Logf("wait %v:\n%s", time.Since(start), res)
+		o := obsOf(t, res, op.TTY)
+		// tmux names signals by number on Linux, by name elsewhere.
+		if o.State != terminal.StateExited || (o.Signal != "9" && o.Signal != "KILL") || o.ExitUnknown {
+			t.Fatalf("after SIGKILL: got %s signal %q unknown=%v, want exited, killed by signal 9\n%s", o.State, o.Signal, o.ExitUnknown, res)
+		}
+		contains(t, "report", o.String(), "killed by signal "+o.Signal)
+	})
+}
+
+// TestAwaitExitOfDeadPane: a watch on a terminal whose program ended
+// without its exit marker (tmux drops it at times; here it is taken away)
+// learns the status, or the signal, from tmux instead of "unknown"; and it
+// learns of the death even when the pane printed nothing on its way out, so
+// that tmux never renamed the window "[dead]" (the shell is killed from
+// outside while a command runs).
+func TestAwaitExitOfDeadPane(t *testing.T) {
+	eachBox(t, func(t *testing.T, b *box) {
+		ctx := ctxT(t)
+		m := terminal.NewManager(b.SB, terminal.NewMemRegistry(), b.Opts)
+		t.Cleanup(m.Detach)
+		for range 2 {
+			if _, err := m.Open(ctx, ""); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+		}
+		// A watch that missed the death would wait for ever: not past 20 s.
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		mustType(t, m, 0, "bash", "trap - EXIT; exit 7", true)
+		info, err := m.AwaitExit(actx, 0, false)
+		if err != nil || !info.Known || info.Code != 7 || info.Signal != "" {
+			t.Errorf("shell exit 7: got %+v, %v; want known status 7", info, err)
+		}
+		mustWait(t, m, 10*time.Second) // observe (and close) tty 0 before typing elsewhere
+
+		mustType(t, m, 1, "bash", "sleep 300", true)
+		mustWait(t, m, 300*time.Millisecond)
+		sh := func(script string) string {
+			t.Helper()
+			res, err := b.SB.Exec(ctx, conch.ExecRequest{Argv: []string{"sh", "-c", script}, Timeout: 10 * time.Second})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("%s: %v %+v", script, err, res)
+			}
+			return strings.TrimSpace(string(res.Output))
+		}
+		pid := sh("tmux -S " + m.Options().Socket + " display-message -p -t tty_1 '#{pane_pid}'")
+		sh("kill -9 " + pid)
+		info, err = m.AwaitExit(actx, 1, false)
+		if err != nil || !info.Known || (info.Signal != "9" && info.Signal != "KILL") {
+			t.Errorf("shell killed: got %+v, %v; want known, signal 9", info, err)
+		}
+	})
 }
