@@ -63,7 +63,13 @@ func TestExitStatusWhenTmuxMissesSIGCHLD(t *testing.T) {
 	if st := procState(shell); st != "Z" {
 		t.Fatalf("shell %d: state %q, want Z (a zombie tmux has not reaped)", shell, st)
 	}
-	if got := tmuxDisplay(t, sock, "#{pane_dead}:#{pane_dead_status}"); got != "1:" {
+	// tmux may not have read the terminal's end yet.
+	got := tmuxDisplay(t, sock, "#{pane_dead}:#{pane_dead_status}")
+	for deadline := time.Now().Add(10 * time.Second); got == "0:" && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		got = tmuxDisplay(t, sock, "#{pane_dead}:#{pane_dead_status}")
+	}
+	if got != "1:" {
 		t.Fatalf("tmux pane_dead:pane_dead_status: got %q, want \"1:\" (dead, status unknown)", got)
 	}
 
