@@ -31,7 +31,7 @@ import (
 // the shell stays a zombie, pane_dead_status stays empty). Here the marker
 // is taken away by the command itself (trap - EXIT) and the SIGCHLD by a
 // ptrace of the tmux server that swallows it. Wait must still report the
-// status, at once: not "unknown" after its bound.
+// status 7, where it used to wait out its bound and say "unknown".
 func TestExitStatusWhenTmuxMissesSIGCHLD(t *testing.T) {
 	b := terminaltest.Host(t)
 	ctx := ctxT(t)
