@@ -57,6 +57,9 @@ type controlEvents interface {
 	// on, tmux renames a window when its foreground program changes or its
 	// pane dies ("bash[dead]").
 	renamed(window, name string)
+	// subscription is a new value of a format the client subscribed to
+	// (refresh-client -B; %subscription-changed).
+	subscription(name, value string)
 	// ended is called once when the client's stream ends.
 	ended(err error)
 }
@@ -238,6 +241,12 @@ func (p *parser) line(l []byte) {
 		pane, after, _ := bytes.Cut(rest, []byte(" "))
 		if _, data, ok := bytes.Cut(after, []byte(" : ")); ok {
 			p.c.ev.output(string(pane), decodeOctal(data))
+		}
+	case bytes.HasPrefix(l, []byte("%subscription-changed ")):
+		// %subscription-changed name $session @window index %pane : value
+		head, value, ok := bytes.Cut(l, []byte(" : "))
+		if f := bytes.Fields(head); ok && len(f) >= 2 {
+			p.c.ev.subscription(string(f[1]), string(value))
 		}
 	case bytes.HasPrefix(l, []byte("%window-renamed ")):
 		f := strings.SplitN(string(l), " ", 3)

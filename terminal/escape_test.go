@@ -134,7 +134,7 @@ func TestControlParser(t *testing.T) {
 	p := &parser{c: c}
 	var lb lineBuffer
 	stream := "%begin 1 1 0\n%end 1 1 0\n%output %3 a\\015\\012b\n%begin 1 2 1\nline one\n%output lookalike\n%end 1 2 1\n" +
-		"%window-renamed @1 bash[dead]\n%begin 1 3 0\n%end 1 3 0\n%begin 1 4 1\nno such pane\n%error 1 4 1\n%exit\n"
+		"%window-renamed @1 bash[dead]\n%subscription-changed conch-dead $0 - - - : 1\n%begin 1 3 0\n%end 1 3 0\n%begin 1 4 1\nno such pane\n%error 1 4 1\n%exit\n"
 	for i := 0; i < len(stream); i += 7 {
 		lb.feed([]byte(stream[i:min(i+7, len(stream))]), p.line)
 	}
@@ -147,7 +147,7 @@ func TestControlParser(t *testing.T) {
 	if r := <-failed; r.err == nil || !strings.Contains(r.err.Error(), "no such pane") {
 		t.Errorf("failed reply: got %+v, want an error with the message", r)
 	}
-	if fmt.Sprint(ev.events) != `[output %3 "a\r\nb" renamed @1 bash[dead]]` {
+	if fmt.Sprint(ev.events) != `[output %3 "a\r\nb" renamed @1 bash[dead] subscription conch-dead 1]` {
 		t.Errorf("events: got %v", ev.events)
 	}
 }
@@ -158,7 +158,10 @@ func (r *recorder) output(pane string, data []byte) {
 	r.events = append(r.events, fmt.Sprintf("output %s %q", pane, data))
 }
 func (r *recorder) renamed(w, name string) { r.events = append(r.events, "renamed "+w+" "+name) }
-func (r *recorder) ended(error)            {}
+func (r *recorder) subscription(name, value string) {
+	r.events = append(r.events, "subscription "+name+" "+value)
+}
+func (r *recorder) ended(error) {}
 
 // An exit status that never arrived is said to be unknown, never 0.
 func TestObservationExitStatusWording(t *testing.T) {
@@ -169,5 +172,35 @@ func TestObservationExitStatusWording(t *testing.T) {
 	unknown := Observation{TTY: 2, State: StateExited, ExitUnknown: true}.String()
 	if !strings.Contains(unknown, "exit status unknown") || strings.Contains(unknown, "status 0") {
 		t.Errorf("unknown status: %q", unknown)
+	}
+}
+
+// A program killed by a signal is said so, with no status.
+func TestObservationSignalWording(t *testing.T) {
+	got := Observation{TTY: 2, State: StateExited, Signal: "9"}.String()
+	if !strings.Contains(got, "killed by signal 9; terminal closed") || strings.Contains(got, "status") {
+		t.Errorf("killed: %q", got)
+	}
+}
+
+// What display-message tells of a live pane, one that exited and one that
+// a signal killed.
+func TestParsePaneInfo(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want paneInfo
+	}{
+		{"12 48 0 - - bash", paneInfo{hist: 12, height: 48, current: "bash"}},
+		{"0 48 1 7 - bash", paneInfo{height: 48, dead: true, deadStatus: 7, statusKnown: true, current: "bash"}},
+		{"0 48 1 - 9 python3", paneInfo{height: 48, dead: true, deadSignal: "9", current: "python3"}},
+		{"0 48 1 - - ", paneInfo{height: 48, dead: true}},
+	} {
+		got, err := parsePaneInfo([]string{c.line})
+		if err != nil || got != c.want {
+			t.Errorf("parsePaneInfo(%q): got %+v, %v; want %+v", c.line, got, err, c.want)
+		}
+	}
+	if _, err := parsePaneInfo([]string{"0 48 1 -"}); err == nil {
+		t.Error("parsePaneInfo of a short line: no error")
 	}
 }

@@ -17,9 +17,13 @@ import (
 // ExitInfo is how a terminal's command ended.
 type ExitInfo struct {
 	// Code is the exit status; Known is false when conch could not see it
-	// (the command ended while no client was attached, or the pane died).
+	// (the command ended while no client was attached, or the pane died
+	// and tmux did not tell how).
 	Code  int
 	Known bool
+	// Signal, when Known, is the signal that killed the terminal's program
+	// (tmux's name for it); Code is then 0.
+	Signal string
 	// Closed is set when the terminal itself is gone.
 	Closed bool
 }
@@ -67,7 +71,13 @@ func (m *Manager) AwaitExit(ctx context.Context, n int, recovered bool) (ExitInf
 		if t.exited {
 			info = ExitInfo{Code: t.exitCode, Known: true}
 		}
+		dead := t.dead && !t.exited
 		m.mu.Unlock()
+		if dead {
+			// The pane died without its exit marker (tmux drops a dead
+			// pane's last output): the last prompt's status is not its.
+			return m.deadExit(ctx, t)
+		}
 		return info, nil
 	}
 	m.mu.Unlock()
@@ -95,7 +105,7 @@ func (m *Manager) AwaitExit(ctx context.Context, n int, recovered bool) (ExitInf
 			return ExitInfo{Code: t.exitCode, Known: true}, nil
 		case t.dead:
 			m.mu.Unlock()
-			return ExitInfo{}, nil
+			return m.deadExit(ctx, t)
 		case t.shell && t.doneSeq > startDone && !t.busy:
 			m.mu.Unlock()
 			return ExitInfo{Code: t.status, Known: true}, nil

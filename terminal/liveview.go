@@ -174,6 +174,8 @@ func (e *followEvents) output(pane string, data []byte) {
 
 func (e *followEvents) renamed(string, string) {}
 
+func (e *followEvents) subscription(string, string) {}
+
 func (e *followEvents) ended(error) { e.once.Do(func() { close(e.done) }) }
 
 // stripMarkers removes conch's completion markers (they carry the

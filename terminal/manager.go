@@ -374,10 +374,23 @@ func (m *Manager) attach(ctx context.Context, t *tty) error {
 	return m.resolvePane(ctx, t)
 }
 
+// deadSubscription names the format each control client subscribes to
+// (refresh-client -B): whether its session's pane is dead. tmux checks it
+// every second, so a pane's death is pushed even when nothing else tells:
+// the "[dead]" rename comes only if the pane printed after tmux last
+// looked at the window's name, and the exit marker can be dropped with a
+// dead pane's output.
+const deadSubscription = "conch-dead"
+
 func (m *Manager) resolvePane(ctx context.Context, t *tty) error {
 	lines, err := t.cc.command(ctx, "display-message -p -t "+quote(t.name)+" '#{pane_id} #{window_id}'")
 	if err != nil {
 		return err
+	}
+	// A tmux older than 3.2 has no subscriptions: deaths then come by the
+	// rename only.
+	if _, err := t.cc.command(ctx, "refresh-client -B "+quote(deadSubscription+"::#{pane_dead}")); err != nil {
+		m.o.Logger.Warn("terminal: subscribe to the pane's death", "tty", t.n, "err", err)
 	}
 	if len(lines) == 0 {
 		return errors.New("tmux: no pane")

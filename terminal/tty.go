@@ -124,6 +124,20 @@ func (e *ttyEvents) renamed(window, name string) {
 	m.notifyLocked()
 }
 
+func (e *ttyEvents) subscription(name, value string) {
+	if name != deadSubscription || value != "1" {
+		return
+	}
+	m, t := e.m, e.t
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !t.dead {
+		t.dead = true
+		t.seq++
+		m.notifyLocked()
+	}
+}
+
 func (e *ttyEvents) ended(error) {
 	m, t := e.m, e.t
 	m.mu.Lock()

@@ -47,6 +47,9 @@ type Observation struct {
 	// shell's exit marker nor tmux's pane_dead_status arrived in time: the
 	// status is reported as unknown rather than as 0.
 	ExitUnknown bool
+	// Signal, for StateExited, is the signal that killed the program, as
+	// tmux names it (pane_dead_signal: a number on Linux); Exit is then 0.
+	Signal string
 	// Cwd is the shell's working directory for StateDone.
 	Cwd string
 	// New is the number of new lines; Text shows them, long runs elided.
@@ -187,18 +190,19 @@ type paneInfo struct {
 	hist, height int
 	dead         bool
 	deadStatus   int
-	statusKnown  bool // deadStatus was reported
+	statusKnown  bool   // deadStatus was reported
+	deadSignal   string // the signal that killed the pane's process
 	current      string
 }
 
-const paneInfoFormat = "'#{history_size} #{pane_height} #{pane_dead} #{?pane_dead_status,#{pane_dead_status},-} #{pane_current_command}'"
+const paneInfoFormat = "'#{history_size} #{pane_height} #{pane_dead} #{?pane_dead_status,#{pane_dead_status},-} #{?pane_dead_signal,#{pane_dead_signal},-} #{pane_current_command}'"
 
 func parsePaneInfo(lines []string) (paneInfo, error) {
 	if len(lines) == 0 {
 		return paneInfo{}, errors.New("tmux: empty pane info")
 	}
-	f := strings.SplitN(lines[len(lines)-1], " ", 5)
-	if len(f) < 4 {
+	f := strings.SplitN(lines[len(lines)-1], " ", 6)
+	if len(f) < 5 {
 		return paneInfo{}, fmt.Errorf("tmux: bad pane info %q", lines[len(lines)-1])
 	}
 	var p paneInfo
@@ -212,17 +216,78 @@ func parsePaneInfo(lines []string) (paneInfo, error) {
 	p.dead = f[2] == "1"
 	p.deadStatus, _ = strconv.Atoi(f[3])
 	p.statusKnown = f[3] != "-"
-	if len(f) == 5 {
-		p.current = f[4]
+	if f[4] != "-" {
+		p.deadSignal = f[4]
+	}
+	if len(f) == 6 {
+		p.current = f[5]
 	}
 	return p, nil
+}
+
+// How long conch looks for the exit status of a dead pane: exitTries
+// looks, exitPoll apart, asking tmux to reap every reapEvery (see
+// observeLines).
+const (
+	exitTries = 600
+	exitPoll  = 25 * time.Millisecond
+	reapEvery = 40
+)
+
+// deadExit tells how the program of t's dead pane ended: by its exit
+// marker if that came after all, else by what tmux recorded. Like
+// observeLines it has tmux reap, within the same bound. A terminal closed
+// meanwhile (an observation reported its end) is Closed; a pane that went
+// otherwise ends with an unknown status.
+func (m *Manager) deadExit(ctx context.Context, t *tty) (ExitInfo, error) {
+	for tries := 0; tries < exitTries; tries++ {
+		m.mu.Lock()
+		exited, code := t.exited, t.exitCode
+		m.mu.Unlock()
+		if exited {
+			return ExitInfo{Code: code, Known: true}, nil
+		}
+		info, err := m.paneInfo(ctx, t)
+		switch {
+		case err != nil:
+			m.mu.Lock()
+			closed := m.ttys[t.n] != t
+			m.mu.Unlock()
+			return ExitInfo{Closed: closed}, nil
+		case info.dead && info.statusKnown:
+			return ExitInfo{Code: info.deadStatus, Known: true}, nil
+		case info.dead && info.deadSignal != "":
+			return ExitInfo{Signal: info.deadSignal, Known: true}, nil
+		case info.dead && tries%reapEvery == 0:
+			m.reap(ctx, t)
+		}
+		if err := backoff.Sleep(ctx, exitPoll); err != nil {
+			return ExitInfo{}, err
+		}
+	}
+	return ExitInfo{}, nil
+}
+
+// paneInfo asks tmux about t's pane.
+func (m *Manager) paneInfo(ctx context.Context, t *tty) (paneInfo, error) {
+	t.opMu.Lock()
+	defer t.opMu.Unlock()
+	cc, err := m.client(ctx, t)
+	if err != nil {
+		return paneInfo{}, err
+	}
+	lines, err := cc.command(ctx, "display-message -p -t "+quote(t.pane)+" "+paneInfoFormat)
+	if err != nil {
+		return paneInfo{}, fmt.Errorf("terminal %d: %w", t.n, err)
+	}
+	return parsePaneInfo(lines)
 }
 
 // exitPending reports whether t's program ended but its status is not known yet.
 func (m *Manager) exitPending(t *tty, info paneInfo) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return (t.dead || info.dead) && !t.exited && !(info.dead && info.statusKnown)
+	return (t.dead || info.dead) && !t.exited && !(info.dead && (info.statusKnown || info.deadSignal != ""))
 }
 
 // observe captures what is new on t since its last observation and makes
@@ -249,14 +314,23 @@ func (m *Manager) observe(ctx context.Context, t *tty) (Observation, error) {
 func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []string, error) {
 	obs := Observation{TTY: t.n}
 	lines, info, startAbs, err := m.capture(ctx, t)
-	// A pane known to be dead (tmux renamed its window) whose exit status
-	// has not arrived yet (neither the shell's exit marker nor tmux's
-	// pane_dead_status): look again briefly rather than report exit 0. On a
-	// loaded machine tmux can take seconds to record it (5 s was once not
-	// enough with two test suites and a build sharing two cores); the wait
-	// costs nothing unless a pane died with its status not yet known.
-	for tries := 0; err == nil && tries < 600 && m.exitPending(t, info); tries++ {
-		if err = backoff.Sleep(ctx, 25*time.Millisecond); err == nil {
+	// A pane known to be dead whose exit status has not arrived (neither
+	// the shell's exit marker nor tmux's pane_dead_status): look again
+	// rather than report exit 0. Both can be missing for good, not late:
+	// tmux drops a dead pane's output still queued for control clients
+	// (the marker goes with it), and tmux before 3.6 built with utempter
+	// (Debian's) loses the SIGCHLD of a pane whose process exits while
+	// utempter_remove_record runs as the pane's terminal closes, so the
+	// process stays a zombie and the status unknown until some other child
+	// of the server exits (tmux issue 4559). Hence reap: it has tmux
+	// send itself a SIGCHLD, as tmux 3.6 does after utempter, and tmux
+	// reaps the zombie. The bound covers a process that closed its
+	// terminal but has not exited yet.
+	for tries := 0; err == nil && tries < exitTries && m.exitPending(t, info); tries++ {
+		if info.dead && tries%reapEvery == 0 {
+			m.reap(ctx, t)
+		}
+		if err = backoff.Sleep(ctx, exitPoll); err == nil {
 			lines, info, startAbs, err = m.capture(ctx, t)
 		}
 	}
@@ -280,13 +354,13 @@ func (m *Manager) observeLines(ctx context.Context, t *tty) (Observation, []stri
 	obs.Command = info.current
 	t.current = info.current
 	exited, dead := t.exited, t.dead || info.dead
-	exitCode := t.exitCode
+	exitCode, signal := t.exitCode, ""
 	if !t.exited && info.dead {
-		exitCode = info.deadStatus
+		exitCode, signal = info.deadStatus, info.deadSignal
 	}
 	switch {
 	case exited || dead:
-		obs.State, obs.Exit, obs.ExitUnknown = StateExited, exitCode, unknown
+		obs.State, obs.Exit, obs.ExitUnknown, obs.Signal = StateExited, exitCode, unknown, signal
 	case len(fresh) == 0 && (t.typeSeq <= t.obsSeq || t.recovered) && !t.busy:
 		obs.State = StateNoChange
 	case t.doneLocked():
@@ -340,6 +414,21 @@ func (m *Manager) screen(ctx context.Context, t *tty) ([]string, error) {
 		return nil, fmt.Errorf("screen of terminal %d: %w", t.n, err)
 	}
 	return TrimBlankTail(lines), nil
+}
+
+// reapCommand has the tmux server signal itself SIGCHLD, so that it reaps
+// every child that has exited (run-shell expands #{pid}: the server's).
+// -b: the control client does not wait for the job, whose own exit tmux
+// might miss the same way.
+const reapCommand = "run-shell -b 'kill -s CHLD #{pid}'"
+
+// reap nudges t's tmux server to collect exited children (see
+// observeLines). It is best effort: the capture that follows tells what
+// became of the pane.
+func (m *Manager) reap(ctx context.Context, t *tty) {
+	if err := m.send(ctx, t, reapCommand); err != nil {
+		m.o.Logger.Debug("terminal: ask tmux to reap", "tty", t.n, "err", err)
+	}
 }
 
 // send runs tmux commands on t's control client.
@@ -473,7 +562,9 @@ func (o Observation) String() string {
 	case StateNoChange:
 		b.WriteString("no new output")
 	case StateExited:
-		if o.ExitUnknown {
+		if o.Signal != "" {
+			fmt.Fprintf(&b, "killed by signal %s; terminal closed", o.Signal)
+		} else if o.ExitUnknown {
 			b.WriteString("exited (exit status unknown); terminal closed")
 		} else {
 			fmt.Fprintf(&b, "exited with status %d; terminal closed", o.Exit)

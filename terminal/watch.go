@@ -46,6 +46,8 @@ func (p *Pool) WaitExit(ctx context.Context, key conch.ConversationKey, n int, r
 		switch {
 		case info.Closed:
 			return fmt.Sprintf("Terminal %d was closed.", n), nil
+		case info.Known && info.Signal != "":
+			return fmt.Sprintf("The command in terminal %d was killed by signal %s.", n, info.Signal), nil
 		case info.Known:
 			return fmt.Sprintf("The command in terminal %d exited with status %d.", n, info.Code), nil
 		}
