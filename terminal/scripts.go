@@ -9,6 +9,10 @@ import (
 // tmuxConf is read when conch starts the sandbox's tmux server.
 const tmuxConf = `# conch: terminals of this sandbox
 set -g remain-on-exit on
+# No "Pane is dead (status …)" line on a dead pane's last row: conch reports
+# the exit itself, and the line kept every blank row above it in the final
+# observation.
+set -g remain-on-exit-format ""
 set -g history-limit 50000
 set -g status off
 set -g automatic-rename on

@@ -168,6 +168,11 @@ func TestExitArchivesScrollback(t *testing.T) {
 		if o.State != terminal.StateExited || o.Exit != 7 || o.Archive == "" {
 			t.Fatalf("after exit 7: got %s exit %d archive %q, want exited 7 with an archive\n%s", o.State, o.Exit, o.Archive, res)
 		}
+		// The last screen ends with what the shell printed: no tmux
+		// "Pane is dead" line below a block of blank rows.
+		if strings.Contains(o.Text, "Pane is dead") || strings.Contains(o.Text, "\n\n\n\n") {
+			t.Errorf("the exited terminal's last screen has tmux's dead-pane line or a blank block:\n%q", o.Text)
+		}
 		data, err := b.SB.ReadFile(ctx, o.Archive, 1<<20)
 		if err != nil {
 			t.Fatalf("read archive: %v", err)
