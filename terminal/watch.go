@@ -51,7 +51,7 @@ func (p *Pool) WaitExit(ctx context.Context, key conch.ConversationKey, n int, r
 		case info.Known:
 			return fmt.Sprintf("The command in terminal %d exited with status %d.", n, info.Code), nil
 		}
-		return fmt.Sprintf("The command in terminal %d ended (its exit status is not known: it ended while conch was not watching).", n), nil
+		return fmt.Sprintf("The command in terminal %d ended; its exit status could not be read (neither its shell nor tmux reported it).", n), nil
 	}
 }
 
