@@ -329,7 +329,7 @@ func (s *chatSession) take(ev conch.Event, ch <-chan conch.Event, last int64) ([
 	var frames []serverFrame
 	add := func(ev conch.Event) {
 		eph := conch.Ephemeral(ev.Data)
-		if !eph && ev.Seq <= last {
+		if !eph && ev.Seq <= last || !forPage(ev.Data) {
 			return
 		}
 		frames = append(frames, s.c.eventFrame(ev))
@@ -350,6 +350,17 @@ func (s *chatSession) take(ev conch.Event, ch <-chan conch.Event, last int64) ([
 		}
 	}
 	return frames, last, true
+}
+
+// forPage reports whether the page shows an event: a model call's usage
+// and the context's size are for metrics and /usage (both ephemeral), and
+// the chat socket leaves them out (they were a third of a turn's frames).
+func forPage(d conch.EventData) bool {
+	switch d.(type) {
+	case conch.ModelUsage, conch.ContextUse, *conch.ModelUsage, *conch.ContextUse:
+		return false
+	}
+	return true
 }
 
 // eventFrame renders an event for the page.

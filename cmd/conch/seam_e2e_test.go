@@ -104,7 +104,13 @@ func readAnswers(t *testing.T, ctx context.Context, conn *websocket.Conn, n int)
 			t.Fatalf("after %d answers: %v", len(order), err)
 		}
 		var f wireEvent
-		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" || f.Event == nil || f.Event.Type != "message" {
+		if err := json.Unmarshal(data, &f); err != nil || f.Type != "event" || f.Event == nil {
+			continue
+		}
+		if f.Event.Type == "usage" || f.Event.Type == "context" {
+			t.Errorf("the page was sent a %s event, which it does not show", f.Event.Type)
+		}
+		if f.Event.Type != "message" {
 			continue
 		}
 		switch e := f.Event; e.Data.Role {

@@ -137,14 +137,23 @@ func BenchmarkWebRoundTrip(b *testing.B) {
 			return err
 		}
 		want := []byte(`"re: ` + text + `"`)
+		// A round trip without its answer fails with what came instead,
+		// rather than hanging `make bench`.
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		var got []string
 		for {
 			_, data, err := conn.Read(ctx)
 			if err != nil {
-				return err
+				return fmt.Errorf("no answer to %q (%w); frames read:\n%s", text, err, strings.Join(got, "\n"))
 			}
 			if bytes.Contains(data, []byte(`"role":"assistant"`)) && bytes.Contains(data, want) {
 				return nil
 			}
+			if bytes.Contains(data, []byte(`"type":"error"`)) {
+				return fmt.Errorf("message %q refused: %s", text, data)
+			}
+			got = append(got, string(data))
 		}
 	}}
 	cliMethod := &sandboxdtest.Method{Name: "cli", Run: func(context.Context) error {
