@@ -43,11 +43,12 @@ func (c *Channel) SendApproval(ctx context.Context, p conch.ApprovalPrompt) erro
 		text = parts[0]
 	}
 	var id string
+	ref := c.replyRef(ctx, ch, p.InReplyTo)
 	err = c.call(ctx, "send question", sendRetries, func(ctx context.Context) error {
 		m, err := c.dg.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
 			Content:         text,
 			Components:      []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}},
-			Reference:       c.replyRef(ch, p.InReplyTo),
+			Reference:       ref,
 			AllowedMentions: &discordgo.MessageAllowedMentions{},
 		}, discordgo.WithContext(ctx))
 		if err == nil {

@@ -61,6 +61,36 @@ func TestDMAndGuildMention(t *testing.T) {
 	}
 }
 
+// TestReplyBeforeTheChannelIsKnown: an answer in a server channel replies to
+// its message even when nothing asked for the channel's kind before (a
+// mention is taken without it, and a quick answer could go out before the
+// channel was looked up: it then replied to nothing); in a direct message
+// an answer replies to nothing.
+func TestReplyBeforeTheChannelIsKnown(t *testing.T) {
+	srv := dcfake.Start(t)
+	alice := srv.Person("2000000000000000001", "alice")
+	dm := srv.DM(alice)
+	general := srv.TextChannel(guild, "general")
+	e := start(t, srv, newCursors())
+	// Another bot's message: the channel takes no notice of it.
+	other := srv.Person("2000000000000000009", "otherbot")
+	other.Bot = true
+	asked := srv.Post(other, general, "a message to answer")
+	time.Sleep(200 * time.Millisecond) // its MESSAGE_CREATE has come and gone
+	if err := e.ch.Send(context.Background(), conch.Outbound{Key: keyOf(general), Kind: conch.OutboundReply, Text: "On it.", InReplyTo: general + ":" + asked}); err != nil {
+		t.Fatal(err)
+	}
+	if s := srv.Sent(general); len(s) != 1 || s[0].ReplyTo != asked {
+		t.Fatalf("answer in a server channel not known before: %+v, want a reply to %s", s, asked)
+	}
+	if err := e.ch.Send(context.Background(), conch.Outbound{Key: keyOf(dm), Kind: conch.OutboundReply, Text: "Hi.", InReplyTo: dm + ":" + asked}); err != nil {
+		t.Fatal(err)
+	}
+	if s := srv.Sent(dm); len(s) != 1 || s[0].ReplyTo != "" {
+		t.Fatalf("answer in a direct message: %+v, want no reply reference", s)
+	}
+}
+
 // TestThreadsAndBackfill: a thread the bot was mentioned in is answered
 // without mentions, across restarts; messages sent while conch was down
 // are read over REST after the restart, in order, each exactly once.

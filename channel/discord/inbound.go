@@ -47,6 +47,15 @@ func (c *Channel) onMessage(ctx context.Context, m *discordgo.Message) (bool, er
 		return false, nil // joins, pins, thread notices
 	}
 	dm := m.GuildID == ""
+	if dm {
+		// A direct message's channel is no server's and no thread: its
+		// answer needs no GET /channels to know it replies to nothing.
+		c.mu.Lock()
+		if _, ok := c.kinds[m.ChannelID]; !ok {
+			c.kinds[m.ChannelID] = channelKind{}
+		}
+		c.mu.Unlock()
+	}
 	if !dm {
 		switch c.opts.GuildPolicy {
 		case GuildDeny:

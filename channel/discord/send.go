@@ -58,21 +58,26 @@ func (c *Channel) Send(ctx context.Context, out conch.Outbound) error {
 	if out.Text == "" {
 		return errors.New("discord send: empty text")
 	}
-	_, err = c.sendParts(ctx, ch, splitMarkdown(out.Text, maxContent), c.replyRef(ch, out.InReplyTo))
+	_, err = c.sendParts(ctx, ch, splitMarkdown(out.Text, maxContent), c.replyRef(ctx, ch, out.InReplyTo))
 	c.noteSend(err)
 	return err
 }
 
-// replyRef is the message an answer replies to, in server channels.
-func (c *Channel) replyRef(ch, inReplyTo string) *discordgo.MessageReference {
+// replyRef is the message an answer replies to, in server channels. The
+// channel's kind is asked for when not known yet: a message that mentions
+// the bot is taken without it, and its answer can be sent before anything
+// else asked (the reply then went out without its reference).
+func (c *Channel) replyRef(ctx context.Context, ch, inReplyTo string) *discordgo.MessageReference {
 	msgCh, id, ok := strings.Cut(inReplyTo, ":")
 	if !ok || msgCh != ch {
 		return nil
 	}
-	c.mu.Lock()
-	k, known := c.kinds[ch]
-	c.mu.Unlock()
-	if !known || k.guild == "" {
+	k, err := c.kind(ctx, ch)
+	if err != nil {
+		c.log.Warn("discord: answer sent without its reply reference", "channel", ch, "err", err)
+		return nil
+	}
+	if k.guild == "" {
 		return nil
 	}
 	f := false
