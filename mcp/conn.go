@@ -27,10 +27,12 @@ type conn struct {
 	sandboxes conch.SandboxProvider
 
 	// start serialises starts; mu guards the fields below.
-	start    sync.Mutex
-	mu       sync.Mutex
-	sess     *mcpsdk.ClientSession
-	stop     context.CancelFunc
+	start sync.Mutex
+	mu    sync.Mutex
+	sess  *mcpsdk.ClientSession
+	stop  context.CancelFunc
+	// gone is closed when sess stops being the live session.
+	gone     chan struct{}
 	lastErr  error
 	failures int
 	retryAt  time.Time
@@ -101,6 +103,7 @@ func (cn *conn) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
 		cn.restarts++
 	}
 	cn.sess, cn.stop, cn.lastErr, cn.failures = sess, stop, nil, 0
+	cn.gone = make(chan struct{})
 	cn.c.setCatalog(cn.srv.Name, cat)
 	cn.c.o.Logger.Info("mcp server started", "server", cn.srv.Name, "conversation", cn.key, "tools", len(cat.tools), "restart", restart)
 	go cn.watch(sess)
@@ -148,13 +151,36 @@ func (cn *conn) idleStop(sess *mcpsdk.ClientSession) {
 		return
 	}
 	stop := cn.stop
-	cn.sess, cn.stop, cn.started = nil, nil, false
+	cn.endLocked()
+	cn.started = false
 	cn.mu.Unlock()
 	cn.c.o.Logger.Info("mcp server stopped while idle", "server", cn.srv.Name, "conversation", cn.key, "after", cn.c.o.IdleStop)
 	_ = sess.Close()
 	if stop != nil {
 		stop()
 	}
+}
+
+// endLocked ends the live session's time as such: no session, and its
+// gone closed; under mu.
+func (cn *conn) endLocked() {
+	cn.sess, cn.stop = nil, nil
+	if cn.gone != nil {
+		close(cn.gone)
+		cn.gone = nil
+	}
+}
+
+// goneOf is closed once sess is no longer the live session.
+func (cn *conn) goneOf(sess *mcpsdk.ClientSession) <-chan struct{} {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.sess != sess || cn.gone == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return cn.gone
 }
 
 func (cn *conn) live() *mcpsdk.ClientSession {
@@ -182,7 +208,7 @@ func (cn *conn) watch(sess *mcpsdk.ClientSession) {
 	if cn.stop != nil {
 		cn.stop()
 	}
-	cn.sess, cn.stop = nil, nil
+	cn.endLocked()
 	if cn.closed {
 		return
 	}
@@ -204,8 +230,8 @@ func (cn *conn) broken(sess *mcpsdk.ClientSession, err error) {
 	if cn.stop != nil {
 		cn.stop()
 	}
-	cn.sess, cn.stop = nil, nil
 	cn.fail(err)
+	cn.endLocked()
 	cn.mu.Unlock()
 	_ = sess.Close()
 }
@@ -217,7 +243,7 @@ func (cn *conn) close() {
 		cn.idle.Stop()
 	}
 	sess, stop := cn.sess, cn.stop
-	cn.sess, cn.stop = nil, nil
+	cn.endLocked()
 	cn.mu.Unlock()
 	if sess != nil {
 		_ = sess.Close()

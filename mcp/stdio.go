@@ -56,6 +56,7 @@ func (cn *conn) connectStdio(lifetime context.Context, client *mcpsdk.Client) (*
 				err = fmt.Errorf("%w; its last words: %s", err, tail)
 			}
 		}
+		err = serverEnded{err}
 		q.fail(err)
 		pr.CloseWithError(err)
 	}()
@@ -70,6 +71,14 @@ func (cn *conn) connectStdio(lifetime context.Context, client *mcpsdk.Client) (*
 	}
 	return sess, nil
 }
+
+// serverEnded is how a sandboxed server's end reaches a call waiting on
+// it: the call's error says the session is over (Client.run), without
+// waiting for the session's watcher to notice.
+type serverEnded struct{ err error }
+
+func (e serverEnded) Error() string { return e.err.Error() }
+func (e serverEnded) Unwrap() error { return e.err }
 
 // stderrTail reads the end of a server's standard error.
 func stderrTail(sb conch.Sandbox, file string) string {

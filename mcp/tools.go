@@ -109,6 +109,10 @@ func (c *Client) scrub(s *Server, text string) string {
 	return text
 }
 
+// sessionEndGrace is how long a failed call waits for its session's
+// watcher to notice that the session ended (when it did).
+const sessionEndGrace = 200 * time.Millisecond
+
 func (c *Client) run(ctx context.Context, env conch.ToolEnv, s *Server, f func(context.Context, *mcpsdk.ClientSession) (conch.ToolOutput, error)) (conch.ToolOutput, error) {
 	if !s.Offered(env.Conversation) {
 		return conch.ToolOutput{}, errors.New("this conversation is not offered the server")
@@ -139,10 +143,20 @@ func (c *Client) run(ctx context.Context, env conch.ToolEnv, s *Server, f func(c
 		// The server answered with an error: it is alive.
 		return out, fmt.Errorf("the server answered with error %d: %s", rpcErr.Code, clipText(rpcErr.Message, 1000))
 	}
-	// Anything else (the connection closed, output that is not JSON-RPC)
-	// leaves the session unusable: start again on the next use.
-	if errors.Is(err, mcpsdk.ErrConnectionClosed) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "closed") || strings.Contains(err.Error(), "unmarshal") {
+	// Anything else (the server ended, the connection closed, output that
+	// is not JSON-RPC) leaves the session unusable: start again on the
+	// next use. It is marked down before the call returns, so that what
+	// the model is told and /status agree.
+	if errors.As(err, new(serverEnded)) || errors.Is(err, mcpsdk.ErrConnectionClosed) || errors.Is(err, io.EOF) ||
+		strings.Contains(err.Error(), "closed") || strings.Contains(err.Error(), "unmarshal") {
 		cn.broken(sess, err)
+		return out, err
+	}
+	// Others end the session from inside the SDK (a frame too long, a line
+	// that is not JSON): its watcher notices; give it a moment.
+	select {
+	case <-cn.goneOf(sess):
+	case <-time.After(sessionEndGrace):
 	}
 	return out, err
 }
