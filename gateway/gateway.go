@@ -323,7 +323,8 @@ func (g *Gateway) Run(ctx context.Context, channels ...Attached) error {
 	}
 	g.wg.Wait()
 	// The events published last are written before Run returns (the store
-	// may be closed next).
+	// may be closed next); one the disk has no room for is given up.
+	g.hub.StopRetrying()
 	_ = g.hub.Flush(context.Background())
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -75,6 +76,13 @@ type Hub struct {
 	unsentMu sync.Mutex
 	unsent   int
 	sent     sync.Cond
+
+	// quit ends the writes again of events the disk had no room for
+	// (StopRetrying); retryWait is the first wait before one, doubling to
+	// a second.
+	quit      chan struct{}
+	quitOnce  sync.Once
+	retryWait time.Duration
 }
 
 // hubConv is one conversation's numbering, recent events and subscribers.
@@ -119,7 +127,8 @@ func NewHub(log EventLog, lg *slog.Logger, now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	h := &Hub{log: log, lg: lg, now: now, convs: make(map[conch.ConversationKey]*hubConv), all: make(map[*subscriber]struct{})}
+	h := &Hub{log: log, lg: lg, now: now, convs: make(map[conch.ConversationKey]*hubConv), all: make(map[*subscriber]struct{}),
+		quit: make(chan struct{}), retryWait: 50 * time.Millisecond}
 	h.async, _ = log.(AsyncEventLog)
 	h.sent.L = &h.unsentMu
 	return h
@@ -181,11 +190,7 @@ func (h *Hub) Publish(ctx context.Context, key conch.ConversationKey, turn conch
 		switch {
 		case h.async != nil:
 			q.writing = true
-			// The answer comes on the store's writer, which must not wait
-			// for this conversation's lock (a Subscribe may hold it across
-			// a read of the log): delivered from a goroutine of its own;
-			// the queue keeps the order.
-			if err := h.async.AppendEventAsync(ev, func(err error) { go h.written(c, q, err) }); err != nil {
+			if err := h.appendAsync(c, q, h.retryWait); err != nil {
 				q.writing, q.err = false, err
 			}
 		case h.log != nil:
@@ -213,6 +218,46 @@ func (h *Hub) Publish(ctx context.Context, key conch.ConversationKey, turn conch
 	}
 	h.trimRingLocked(c)
 	return ev
+}
+
+// appendAsync has the log keep q's event. The answer comes on the store's
+// writer, which must not wait for this conversation's lock (a Subscribe may
+// hold it across a read of the log): delivered from a goroutine of its own;
+// the queue keeps the order. When the disk has no room, the event is
+// written again after wait (doubling to a second) until it is kept or the
+// hub stops retrying, as a turn waits for room: meanwhile the
+// conversation's later events wait behind it, and readers of the log see
+// nothing past it (backlogLocked stops at the last delivered). Dropped,
+// it was a gap in the log: an answer the web chat never showed.
+func (h *Hub) appendAsync(c *hubConv, q *queued, wait time.Duration) error {
+	return h.async.AppendEventAsync(q.ev, func(err error) {
+		if err == nil || !errors.Is(err, conch.ErrStoreFull) {
+			go h.written(c, q, err)
+			return
+		}
+		go func() {
+			select {
+			case <-time.After(wait):
+			case <-h.quit:
+				h.written(c, q, err)
+				return
+			}
+			if wait == h.retryWait {
+				h.lg.Warn("event not kept yet: the store's disk is full; writing it again until there is room",
+					"conversation", q.ev.Key, "seq", q.ev.Seq, "type", q.ev.Data.Type())
+			}
+			if err := h.appendAsync(c, q, min(2*wait, time.Second)); err != nil {
+				h.written(c, q, err)
+			}
+		}()
+	})
+}
+
+// StopRetrying ends the writes again of events the disk had no room for:
+// they are given up (logged; a gap in the log) instead of waited for, so
+// that Flush at shutdown ends.
+func (h *Hub) StopRetrying() {
+	h.quitOnce.Do(func() { close(h.quit) })
 }
 
 // written is the log's answer for q.

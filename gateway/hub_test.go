@@ -497,3 +497,80 @@ func TestHubNeverHoldsTheStoreWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// fullDisk is an AsyncEventLog over a real store whose disk has no room
+// for the first `full` writes of each event (conch.ErrStoreFull).
+type fullDisk struct {
+	EventLog
+	mu    sync.Mutex
+	full  int
+	tries map[int64]int
+}
+
+func (l *fullDisk) AppendEventAsync(ev conch.Event, done func(error)) error {
+	l.mu.Lock()
+	l.tries[ev.Seq]++
+	refuse := l.tries[ev.Seq] <= l.full
+	l.mu.Unlock()
+	go func() {
+		if refuse {
+			done(fmt.Errorf("append event: %w", conch.ErrStoreFull))
+			return
+		}
+		done(l.AppendEvent(context.Background(), ev))
+	}()
+	return nil
+}
+
+// TestHubKeepsEventsThroughAFullDisk: an event the disk had no room for is
+// written again until it is kept, the conversation's later events behind
+// it, so subscribers and the log get every event once, in order (dropped,
+// it left a gap in the log and an answer the web chat never showed); once
+// the hub stops retrying, Flush ends and such an event is given up.
+func TestHubKeepsEventsThroughAFullDisk(t *testing.T) {
+	ctx := t.Context()
+	db := sqlitetest.MustOpenMemory(t)
+	log := &fullDisk{EventLog: db, full: 3, tries: map[int64]int{}}
+	h := NewHub(log, nil, nil)
+	h.retryWait = time.Millisecond
+	sub, err := h.Subscribe(ctx, hubKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Publish(ctx, hubKey, 1, notice("one"))
+	h.Publish(ctx, hubKey, 1, conch.ToolProgress{Text: "working"})
+	h.Publish(ctx, hubKey, 1, notice("two"))
+	got := drain(t, sub, 3)
+	if got[0].Seq != 1 || got[0].Data != notice("one") || got[1].Data != (conch.ToolProgress{Text: "working"}) || got[2].Seq != 2 || got[2].Data != notice("two") {
+		t.Fatalf("subscriber got %+v, want one (1), the progress, two (2)", got)
+	}
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := db.EventsSince(ctx, hubKey, 0, 10)
+	if err != nil || len(kept) != 2 || kept[0].Seq != 1 || kept[1].Seq != 2 {
+		t.Fatalf("the log has %+v (%v), want events 1 and 2", kept, err)
+	}
+	log.mu.Lock()
+	tries := log.tries[1]
+	log.mu.Unlock()
+	if tries != 4 {
+		t.Errorf("event 1 written %d times, want 4 (three refused for room)", tries)
+	}
+
+	// The disk stays full and conch stops: the event is given up.
+	log.mu.Lock()
+	log.full = 1 << 30
+	log.mu.Unlock()
+	h.Publish(ctx, hubKey, 2, notice("three"))
+	time.Sleep(20 * time.Millisecond) // refused a few times
+	h.StopRetrying()
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := h.Flush(fctx); err != nil {
+		t.Fatalf("Flush after StopRetrying: %v", err)
+	}
+	if ev := drain(t, sub, 1)[0]; ev.Data != notice("three") || ev.Seq != 2 {
+		t.Errorf("given up: got %+v, want it live with the last kept Seq (2)", ev)
+	}
+}
