@@ -119,10 +119,7 @@ fuzz:
 	@for f in $$(git grep -h -o '^func Fuzz[A-Za-z0-9_]*' -- '*_test.go' | sed 's/^func //'); do \
 		case " $(FUZZ_TARGETS) " in *":$$f "*) ;; *) echo "make fuzz: $$f is not in FUZZ_TARGETS"; exit 1;; esac; \
 	done
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "== $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
-		$(GO) test -tags $(TAGS) -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
-	done
+	@GO='$(GO)' TAGS='$(TAGS)' FUZZTIME='$(FUZZTIME)' scripts/fuzz.sh $(FUZZ_TARGETS)
 
 clean:
 	rm -rf bin
